@@ -1,0 +1,1 @@
+"""Problem-agnostic search machinery: random keys, BRKGA, records, gaps, stopping."""

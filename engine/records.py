@@ -1,0 +1,81 @@
+"""Records that travel between searches, bound computations and the coordinator.
+
+Everything a worker reports is one of these frozen records. Costs are in the
+problem's own units (µs for pipeline partitioning, contest cost units for
+intra-operator sharding); times are wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Incumbent:
+    """A feasible solution and its exact cost.
+
+    Attributes:
+        cost: objective value as re-computed by the problem's exact evaluator.
+        solution: problem-specific, JSON-serialisable payload (e.g. block per node).
+        source: which search produced it (e.g. ``"brkga"``, ``"exact-mip"``).
+        t_s: seconds since the start of the run when it was found.
+    """
+
+    cost: float
+    solution: Any
+    source: str = ""
+    t_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A proven lower bound on the optimum.
+
+    Attributes:
+        method: bound method name (e.g. ``"simple"``, ``"guess-the-bottleneck"``).
+        value: the bound; guaranteed ``<=`` the true optimum. ``-inf`` when the
+            method proved nothing (e.g. the solver timed out before its first bound).
+        status: solver status string (``"optimal"``, ``"feasible"``, ``"bound-only"``,
+            ``"timeout"``, ``"closed-form"``, ``"infeasible"``, ``"error: ..."``).
+        wall_s: wall-clock seconds spent computing it.
+        solver: the solver that proved it (``"cp-sat"``, ``"closed-form"``, ...).
+        detail: method-specific extras (e.g. per-guess values), JSON-serialisable.
+    """
+
+    method: str
+    value: float
+    status: str
+    wall_s: float
+    solver: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not math.isfinite(d["value"]):
+            d["value"] = None
+        return d
+
+
+def relative_gap(ub: float | None, lb: float | None) -> float | None:
+    """The certified optimality gap ``1 - lb/ub`` of a minimisation problem.
+
+    Edge cases (all tested):
+      * no incumbent (``ub`` is None or inf) or no bound (``lb`` None/-inf): None
+        (unknown gap, never mistaken for a small one);
+      * ``ub <= 0``: 0.0 if ``lb >= ub`` (the incumbent is proven optimal) else None,
+        since a ratio to a non-positive objective is meaningless;
+      * ``lb <= 0 < ub``: 1.0 (the bound proves nothing useful);
+      * otherwise ``max(0, 1 - lb/ub)``; a bound above the incumbent (only possible
+        through rounding) gives 0.0.
+    """
+    if ub is None or lb is None:
+        return None
+    if math.isnan(ub) or math.isnan(lb) or ub == math.inf or lb == -math.inf:
+        return None
+    if ub <= 0:
+        return 0.0 if lb >= ub else None
+    if lb <= 0:
+        return 1.0
+    return max(0.0, 1.0 - lb / ub)

@@ -1,0 +1,356 @@
+"""Numba kernels for MTPP: Kahn's algorithm with priorities, exact block costs, SliceGraph.
+
+Pure functions on arrays (no Python objects), compiled with ``nogil=True`` so
+several threads can decode at once, and ``cache=True`` so the compilation is
+paid once per machine.
+
+Cost of a block S executed in schedule order (the order restricted to S),
+in the problem's time unit::
+
+    f(S) = work(S) + (in_bytes(S) + out_bytes(S)) / B
+           + max(param(S) + peak(S) - M, 0) / B          (the last term only if M is set)
+
+* ``in_bytes``: sum of ``size_out(u)`` over distinct producers u outside S with a consumer in S;
+* ``out_bytes``: sum of ``size_out(u)`` over u in S with a consumer outside S;
+* ``peak``: the maximum over the steps of S's schedule of the live activation bytes, where
+  every input tensor is live for the whole block, the tensor of u in S is live from u's
+  step through its last consumer in S, or through the end of the block if u has a
+  consumer outside S or no consumer at all (a model output).
+
+Byte quantities are int64 and summed exactly; ``work`` is summed in schedule order.
+The evaluator and SliceGraph evaluate this same expression in the same order, so
+their results agree to the last bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INF = np.inf
+
+
+@njit(cache=True, nogil=True)
+def _heap_better(ka, na, kb, nb):  # larger priority first; ties: smaller node index
+    return ka > kb or (ka == kb and na < nb)
+
+
+@njit(cache=True, nogil=True)
+def kahn_order(priority, succ_ptr, succ, pred_ptr):
+    """Topological order by Kahn's algorithm with a max-heap on ``priority``.
+
+    Ties are broken by the smaller node index, so the order is a deterministic
+    function of ``priority``. Returns int32[n].
+    """
+    n = priority.shape[0]
+    indeg = np.empty(n, np.int64)
+    for v in range(n):
+        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
+    hk = np.empty(n, np.float64)
+    hn = np.empty(n, np.int32)
+    size = 0
+    order = np.empty(n, np.int32)
+    for v in range(n):
+        if indeg[v] == 0:
+            # sift up
+            i = size
+            size += 1
+            kv = priority[v]
+            while i > 0:
+                p = (i - 1) >> 1
+                if _heap_better(kv, v, hk[p], hn[p]):
+                    hk[i] = hk[p]
+                    hn[i] = hn[p]
+                    i = p
+                else:
+                    break
+            hk[i] = kv
+            hn[i] = v
+    t = 0
+    while size > 0:
+        u = hn[0]
+        order[t] = u
+        t += 1
+        size -= 1
+        if size > 0:
+            lk = hk[size]
+            ln = hn[size]
+            i = 0
+            while True:
+                c = 2 * i + 1
+                if c >= size:
+                    break
+                if c + 1 < size and _heap_better(hk[c + 1], hn[c + 1], hk[c], hn[c]):
+                    c += 1
+                if _heap_better(hk[c], hn[c], lk, ln):
+                    hk[i] = hk[c]
+                    hn[i] = hn[c]
+                    i = c
+                else:
+                    break
+            hk[i] = lk
+            hn[i] = ln
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            v = succ[e]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                i = size
+                size += 1
+                kv = priority[v]
+                while i > 0:
+                    p = (i - 1) >> 1
+                    if _heap_better(kv, v, hk[p], hn[p]):
+                        hk[i] = hk[p]
+                        hn[i] = hn[p]
+                        i = p
+                    else:
+                        break
+                hk[i] = kv
+                hn[i] = v
+    return order
+
+
+@njit(cache=True, nogil=True)
+def _cost(work_s, in_b, out_b, param_s, peak, bandwidth, memory):
+    c = work_s + (in_b + out_b) / bandwidth
+    if memory >= 0:
+        over = param_s + peak - memory
+        if over > 0:
+            c = c + over / bandwidth
+    return c
+
+
+@njit(cache=True, nogil=True)
+def block_costs(order, blocks, nblocks, work, size_param, size_out, succ_ptr, succ,
+                pred_ptr, pred, bandwidth, memory):
+    """Exact cost of every block of a partition, each block run in ``order``.
+
+    Args:
+        order: int32[n], a topological order of all nodes (the schedule).
+        blocks: int[n], block label of each node, in ``[0, nblocks)``.
+    Returns:
+        (cost float64[nb], work float64[nb], in_bytes int64[nb], out_bytes int64[nb],
+        param int64[nb], peak int64[nb]).
+    """
+    n = order.shape[0]
+    pos = np.empty(n, np.int64)
+    for t in range(n):
+        pos[order[t]] = t
+    wk = np.zeros(nblocks, np.float64)
+    inb = np.zeros(nblocks, np.int64)
+    outb = np.zeros(nblocks, np.int64)
+    prm = np.zeros(nblocks, np.int64)
+    cur = np.zeros(nblocks, np.int64)
+    pk = np.zeros(nblocks, np.int64)
+    stamp = np.full(nblocks, -1, np.int64)
+    lastin = np.full(n, -1, np.int64)      # position of the last consumer in the same block
+    crosses = np.zeros(n, np.bool_)        # has a consumer in another block
+    for u in range(n):
+        b = blocks[u]
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            w = succ[e]
+            bw = blocks[w]
+            if bw == b:
+                if pos[w] > lastin[u]:
+                    lastin[u] = pos[w]
+            else:
+                crosses[u] = True
+                if stamp[bw] != u:
+                    stamp[bw] = u
+                    inb[bw] += size_out[u]
+        if crosses[u]:
+            outb[b] += size_out[u]
+    for t in range(n):
+        v = order[t]
+        b = blocks[v]
+        wk[b] += work[v]
+        prm[b] += size_param[v]
+        cur[b] += size_out[v]
+        if cur[b] > pk[b]:
+            pk[b] = cur[b]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred[e]
+            if blocks[u] == b and lastin[u] == t and not crosses[u]:
+                cur[b] -= size_out[u]
+    cost = np.empty(nblocks, np.float64)
+    for b in range(nblocks):
+        pk[b] += inb[b]
+        cost[b] = _cost(wk[b], inb[b], outb[b], prm[b], pk[b], bandwidth, memory)
+    return cost, wk, inb, outb, prm, pk
+
+
+@njit(cache=True, nogil=True)
+def _segment_cost(order, pos, l, r, maxcons, work, size_param, size_out, pred_ptr, pred,
+                  bandwidth, memory, stamp):
+    """Cost of the block made of positions ``l..r`` of ``order`` (inclusive)."""
+    work_s = 0.0
+    param_s = 0
+    in_b = 0
+    out_b = 0
+    sink_b = 0
+    runmax = 0
+    for t in range(l, r + 1):
+        v = order[t]
+        a = size_out[v] + out_b + sink_b
+        if a > runmax:
+            runmax = a
+        work_s += work[v]
+        param_s += size_param[v]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred[e]
+            if pos[u] >= l:
+                if maxcons[u] == t:
+                    out_b -= size_out[u]
+            elif stamp[u] != l:
+                stamp[u] = l
+                in_b += size_out[u]
+        if maxcons[v] > t:
+            out_b += size_out[v]
+        elif maxcons[v] < 0:
+            sink_b += size_out[v]
+    # positions after r: tensors of [l, r] consumed beyond r were kept in out_b already
+    return _cost(work_s, in_b, out_b, param_s, in_b + runmax, bandwidth, memory)
+
+
+@njit(cache=True, nogil=True)
+def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
+                bandwidth, memory, cutoff):
+    """SliceGraph: optimal split of a topological order into at most k contiguous blocks.
+
+    Dynamic program over prefixes, ``dp[j][r]`` = best bottleneck of positions ``0..r-1``
+    in at most j blocks. Segment costs are produced incrementally (one left end at a
+    time, the right end sweeping forward), so memory is O(nk), not O(n^2). Pruning
+    keeps it exact: T is the value of an equal-work split (or ``cutoff`` if smaller);
+    a right-end sweep stops once ``work + overflow`` of the segment, both monotone in
+    the right end, reaches T, and left ends whose prefix already costs >= T are skipped.
+
+    Returns:
+        (value, starts, exact): ``starts`` int64[p] are the first positions of the
+        p <= k blocks; ``value`` is their bottleneck cost. ``exact`` is True when
+        ``value`` is the optimum over all splits of ``order``; it is False only if the
+        optimum is >= ``cutoff``, in which case the returned split is merely feasible.
+    """
+    n = order.shape[0]
+    pos = np.empty(n, np.int64)
+    for t in range(n):
+        pos[order[t]] = t
+    maxcons = np.full(n, -1, np.int64)
+    for u in range(n):
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            p = pos[succ[e]]
+            if p > maxcons[u]:
+                maxcons[u] = p
+    stamp = np.full(n, -1, np.int64)
+
+    # Upper bound from the equal-work split (at most k blocks).
+    total = 0.0
+    for t in range(n):
+        total += work[order[t]]
+    ustarts = np.empty(k, np.int64)
+    nu = 0
+    acc = 0.0
+    ustarts[0] = 0
+    nu = 1
+    for t in range(n):
+        if nu < k and t > 0 and acc >= total * nu / k:
+            ustarts[nu] = t
+            nu += 1
+        acc += work[order[t]]
+    u0 = 0.0
+    for i in range(nu):
+        lo = ustarts[i]
+        hi = ustarts[i + 1] - 1 if i + 1 < nu else n - 1
+        c = _segment_cost(order, pos, lo, hi, maxcons, work, size_param, size_out,
+                          pred_ptr, pred, bandwidth, memory, stamp)
+        if c > u0:
+            u0 = c
+    T = u0 if u0 < cutoff else cutoff
+    for u in range(n):
+        stamp[u] = -1
+
+    dp = np.full((k + 1, n + 1), INF)
+    par = np.full((k + 1, n + 1), -2, np.int64)
+    for j in range(k + 1):
+        dp[j, 0] = 0.0
+    for l in range(n):
+        for j in range(1, k + 1):
+            if dp[j - 1, l] < dp[j, l]:
+                dp[j, l] = dp[j - 1, l]
+                par[j, l] = -1
+        if dp[k - 1, l] >= T:
+            continue
+        work_s = 0.0
+        param_s = 0
+        in_b = 0
+        out_b = 0
+        sink_b = 0
+        runmax = 0
+        for r in range(l, n):
+            v = order[r]
+            a = size_out[v] + out_b + sink_b
+            if a > runmax:
+                runmax = a
+            work_s += work[v]
+            param_s += size_param[v]
+            for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred[e]
+                if pos[u] >= l:
+                    if maxcons[u] == r:
+                        out_b -= size_out[u]
+                elif stamp[u] != l:
+                    stamp[u] = l
+                    in_b += size_out[u]
+            if maxcons[v] > r:
+                out_b += size_out[v]
+            elif maxcons[v] < 0:
+                sink_b += size_out[v]
+            # work, in_b, runmax and param only grow with r: a monotone lower bound
+            lb = _cost(work_s, 0, 0, param_s, in_b + runmax, bandwidth, memory)
+            if lb >= T:
+                break
+            c = _cost(work_s, in_b, out_b, param_s, in_b + runmax, bandwidth, memory)
+            if c >= T:
+                continue
+            for j in range(1, k + 1):
+                a_j = dp[j - 1, l]
+                cand = a_j if a_j > c else c
+                if cand < dp[j, r + 1]:
+                    dp[j, r + 1] = cand
+                    par[j, r + 1] = l
+    for j in range(1, k + 1):
+        if dp[j - 1, n] < dp[j, n]:
+            dp[j, n] = dp[j - 1, n]
+            par[j, n] = -1
+    best = dp[k, n]
+    if best < T:
+        starts_rev = np.empty(k, np.int64)
+        p = 0
+        r = n
+        j = k
+        while r > 0:
+            pl = par[j, r]
+            if pl == -1:
+                j -= 1
+                continue
+            starts_rev[p] = pl
+            p += 1
+            r = pl
+            j -= 1
+        starts = np.empty(p, np.int64)
+        for i in range(p):
+            starts[i] = starts_rev[p - 1 - i]
+        return best, starts, True
+    return u0, ustarts[:nu].copy(), u0 < cutoff
+
+
+@njit(cache=True, nogil=True)
+def decode_batch(keys, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
+                 bandwidth, memory, cutoff):
+    """Decode each row of ``keys`` (node priorities) with Kahn + SliceGraph; returns values."""
+    out = np.empty(keys.shape[0], np.float64)
+    for i in range(keys.shape[0]):
+        order = kahn_order(keys[i], succ_ptr, succ, pred_ptr)
+        val, _, _ = slice_order(order, k, work, size_param, size_out, succ_ptr, succ,
+                                pred_ptr, pred, bandwidth, memory, cutoff)
+        out[i] = val
+    return out

@@ -1,0 +1,184 @@
+"""Reading and writing pipeline graphs (JSON, optionally gzip-compressed).
+
+Format::
+
+    {"graph": {"name": str,
+               "nodes": {"names": [str] (optional), "work": [float],
+                         "size_param": [int], "size_out": [int]},
+               "edges": [[u, v], ...]},
+     "bandwidth": float > 0,
+     "memory": int >= 0 | null,
+     "meta": {...} (optional)}
+
+Node indices are 0-based; ``[u, v]`` means v consumes u's output tensor.
+Duplicate edges denote the same tensor edge and are merged. Every defect is
+reported as an :class:`~engine.errors.InputError` naming file, field and index.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.errors import InputError
+from problems.pipeline.model import PipelineProblem
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read file: {e.strerror or e}") from None
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+    except (OSError, EOFError) as e:
+        raise InputError(f"{path}: not a valid gzip file: {e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not valid JSON: {e}") from None
+
+
+def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | None) -> list[Any]:
+    if not isinstance(value, list):
+        raise InputError(f"{path}: {field}: expected a list, got {type(value).__name__}")
+    if n is not None and len(value) != n:
+        raise InputError(f"{path}: {field}: has {len(value)} entries, expected {n} (one per node)")
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise InputError(f"{path}: {field}[{i}]: expected a number, got {json.dumps(x)}")
+        if isinstance(x, float) and not math.isfinite(x):
+            raise InputError(f"{path}: {field}[{i}]: not finite ({x})")
+        if integer and not (isinstance(x, int) or float(x).is_integer()):
+            raise InputError(f"{path}: {field}[{i}]: expected an integer number of bytes, got {x}")
+        if x < 0:
+            raise InputError(f"{path}: {field}[{i}]: negative ({x})")
+    return value
+
+
+def find_cycle(n: int, edges: np.ndarray) -> list[int] | None:
+    """Return one directed cycle as a node list ``[v0, v1, ..., v0]``, or None if acyclic."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        succ[int(u)].append(int(v))
+    color = [0] * n  # 0 new, 1 on stack, 2 done
+    parent = [-1] * n
+    for root in range(n):
+        if color[root]:
+            continue
+        stack = [(root, 0)]
+        color[root] = 1
+        while stack:
+            u, i = stack[-1]
+            if i < len(succ[u]):
+                stack[-1] = (u, i + 1)
+                v = succ[u][i]
+                if color[v] == 0:
+                    color[v] = 1
+                    parent[v] = u
+                    stack.append((v, 0))
+                elif color[v] == 1:
+                    cycle = [v]
+                    w = u
+                    while w != v:
+                        cycle.append(w)
+                        w = parent[w]
+                    cycle.append(v)
+                    return cycle[::-1]
+            else:
+                color[u] = 2
+                stack.pop()
+    return None
+
+
+def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProblem:
+    """Validate a parsed graph document and build the problem; see the module docstring."""
+    path = Path(str(source))
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: top level: expected a JSON object")
+    g = doc.get("graph")
+    if not isinstance(g, dict):
+        raise InputError(f"{path}: graph: missing or not an object")
+    nodes = g.get("nodes")
+    if not isinstance(nodes, dict):
+        raise InputError(f"{path}: graph.nodes: missing or not an object")
+    for key in ("work", "size_param", "size_out"):
+        if key not in nodes:
+            raise InputError(f"{path}: graph.nodes.{key}: missing")
+    work = _number_list(path, "graph.nodes.work", nodes["work"], integer=False, n=None)
+    n = len(work)
+    if n == 0:
+        raise InputError(f"{path}: graph.nodes.work: the graph has no nodes")
+    size_param = _number_list(path, "graph.nodes.size_param", nodes["size_param"], integer=True, n=n)
+    size_out = _number_list(path, "graph.nodes.size_out", nodes["size_out"], integer=True, n=n)
+    names = nodes.get("names")
+    if names is not None:
+        if not isinstance(names, list) or len(names) != n:
+            raise InputError(f"{path}: graph.nodes.names: expected a list of {n} names")
+        names = tuple(str(x) for x in names)
+    raw_edges = g.get("edges")
+    if not isinstance(raw_edges, list):
+        raise InputError(f"{path}: graph.edges: missing or not a list")
+    edges = np.zeros((len(raw_edges), 2), dtype=np.int64)
+    for i, e in enumerate(raw_edges):
+        if (not isinstance(e, list) or len(e) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in e)):
+            raise InputError(f"{path}: graph.edges[{i}]: expected [u, v] with integer node indices, got {json.dumps(e)}")
+        u, v = e
+        for x in (u, v):
+            if not 0 <= x < n:
+                raise InputError(f"{path}: graph.edges[{i}]: node index {x} out of range [0, {n})")
+        if u == v:
+            raise InputError(f"{path}: graph.edges[{i}]: self-loop on node {u}")
+        edges[i] = (u, v)
+    cycle = find_cycle(n, edges)
+    if cycle is not None:
+        shown = " -> ".join(str(c) for c in cycle[:12]) + (" -> ..." if len(cycle) > 12 else "")
+        raise InputError(f"{path}: graph.edges: the graph has a cycle: {shown}")
+    if "bandwidth" not in doc:
+        raise InputError(f"{path}: bandwidth: missing")
+    bw = doc["bandwidth"]
+    if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not math.isfinite(bw) or bw <= 0:
+        raise InputError(f"{path}: bandwidth: must be a finite number > 0, got {json.dumps(bw)}")
+    mem = doc.get("memory")
+    if mem is not None:
+        if isinstance(mem, bool) or not isinstance(mem, (int, float)) or not math.isfinite(mem) \
+                or mem < 0 or not float(mem).is_integer():
+            raise InputError(f"{path}: memory: must be a non-negative integer number of bytes or null, got {json.dumps(mem)}")
+        mem = int(mem)
+    meta = doc.get("meta") or {}
+    name = g.get("name") or path.name.split(".")[0]
+    return PipelineProblem(
+        name=str(name), work=np.array(work, dtype=np.float64),
+        size_param=np.array([int(x) for x in size_param], dtype=np.int64),
+        size_out=np.array([int(x) for x in size_out], dtype=np.int64),
+        edges=edges, bandwidth=float(bw), memory=mem, names=names,
+        meta=meta if isinstance(meta, dict) else {"meta": meta})
+
+
+def load_graph(path: str | Path) -> PipelineProblem:
+    """Load and validate a graph file (``.json`` or ``.json.gz``)."""
+    p = Path(path)
+    return problem_from_dict(_read_json(p), p)
+
+
+def problem_to_dict(problem: PipelineProblem) -> dict[str, Any]:
+    """The inverse of :func:`problem_from_dict` (edges deduplicated)."""
+    nodes: dict[str, Any] = {"work": problem.work.tolist(), "size_param": problem.size_param.tolist(),
+                             "size_out": problem.size_out.tolist()}
+    if problem.names is not None:
+        nodes = {"names": list(problem.names), **nodes}
+    return {"graph": {"name": problem.name, "nodes": nodes, "edges": problem.edges.tolist()},
+            "bandwidth": problem.bandwidth, "memory": problem.memory, "meta": dict(problem.meta)}
+
+
+def save_graph(problem: PipelineProblem, path: str | Path) -> None:
+    """Write a graph file; gzip-compressed if the name ends in ``.gz``."""
+    p = Path(path)
+    data = json.dumps(problem_to_dict(problem)).encode()
+    p.write_bytes(gzip.compress(data) if p.name.endswith(".gz") else data)

@@ -1,0 +1,133 @@
+"""Independent, deliberately naive reference implementations for cross-checks.
+
+Written from the definitions with Python sets and integers/fractions, sharing no
+code with the numba kernels: block cost, all topological orders, all splits of an
+order, and exhaustive search over all acyclic partitions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from typing import Iterator
+
+from problems.pipeline.model import PipelineProblem
+
+
+def succs(p: PipelineProblem) -> list[set[int]]:
+    s: list[set[int]] = [set() for _ in range(p.n)]
+    for u, v in p.edges:
+        s[int(u)].add(int(v))
+    return s
+
+
+def block_cost(p: PipelineProblem, sched: list[int]) -> float:
+    """f(S) for S = set(sched) run in the order ``sched`` (see _kernels docstring)."""
+    S = set(sched)
+    sc = succs(p)
+    preds_in = {u for v in S for u in range(p.n) if v in sc[u] and u not in S}
+    in_b = sum(int(p.size_out[u]) for u in preds_in)
+    out_b = sum(int(p.size_out[u]) for u in S if sc[u] - S)
+    work = 0.0
+    for v in sched:
+        work += float(p.work[v])
+    param = sum(int(p.size_param[v]) for v in S)
+    step = {v: t for t, v in enumerate(sched)}
+    peak = 0
+    for t, v in enumerate(sched):
+        live = in_b
+        for u in sched[: t + 1]:
+            if u == v or not sc[u] or (sc[u] - S) or max(step[w] for w in sc[u]) >= t:
+                live += int(p.size_out[u])
+        peak = max(peak, live)
+    c = work + (in_b + out_b) / p.bandwidth
+    if p.memory is not None:
+        over = param + peak - p.memory
+        if over > 0:
+            c = c + over / p.bandwidth
+    return c
+
+
+def topological_orders(p: PipelineProblem, nodes: set[int] | None = None) -> Iterator[list[int]]:
+    """All topological orders of the subgraph induced by ``nodes`` (default: all)."""
+    nodes = set(range(p.n)) if nodes is None else set(nodes)
+    sc = succs(p)
+    indeg = {v: sum(1 for u in nodes if v in sc[u]) for v in nodes}
+
+    def rec(prefix: list[int]) -> Iterator[list[int]]:
+        if len(prefix) == len(nodes):
+            yield list(prefix)
+            return
+        for v in sorted(nodes):
+            if indeg[v] == 0 and v not in prefix:
+                prefix.append(v)
+                for w in sc[v]:
+                    if w in nodes:
+                        indeg[w] -= 1
+                yield from rec(prefix)
+                for w in sc[v]:
+                    if w in nodes:
+                        indeg[w] += 1
+                prefix.pop()
+
+    yield from rec([])
+
+
+def best_split(p: PipelineProblem, order: list[int], k: int) -> float:
+    """Minimum bottleneck over all splits of ``order`` into at most k contiguous blocks."""
+    n = len(order)
+    best = float("inf")
+    for parts in range(1, min(k, n) + 1):
+        for cuts in itertools.combinations(range(1, n), parts - 1):
+            bounds = (0, *cuts, n)
+            val = max(block_cost(p, order[bounds[i]:bounds[i + 1]]) for i in range(parts))
+            best = min(best, val)
+    return best
+
+
+def quotient_acyclic(p: PipelineProblem, labels: tuple[int, ...]) -> bool:
+    q = max(labels) + 1
+    adj = {b: set() for b in range(q)}
+    for u, v in p.edges:
+        if labels[u] != labels[v]:
+            adj[labels[u]].add(labels[v])
+    seen: dict[int, int] = {}
+
+    def dfs(b: int) -> bool:
+        seen[b] = 1
+        for c in adj[b]:
+            if seen.get(c) == 1 or (c not in seen and not dfs(c)):
+                return False
+        seen[b] = 2
+        return True
+
+    return all(dfs(b) for b in range(q) if b not in seen)
+
+
+def brute_force(p: PipelineProblem, k: int) -> float:
+    """OPT by exhaustive search over all acyclic partitions into at most k blocks,
+    each block scheduled optimally (minimum over its topological orders)."""
+
+    @lru_cache(maxsize=None)
+    def best_block(S: frozenset[int]) -> float:
+        return min(block_cost(p, o) for o in topological_orders(p, set(S)))
+
+    best = float("inf")
+    n = p.n
+    # restricted growth strings enumerate each set partition once
+    def rgs(i: int, labels: list[int], mx: int) -> Iterator[tuple[int, ...]]:
+        if i == n:
+            yield tuple(labels)
+            return
+        for b in range(min(mx + 2, k)):
+            labels.append(b)
+            yield from rgs(i + 1, labels, max(mx, b))
+            labels.pop()
+
+    for labels in rgs(0, [], -1):
+        if not quotient_acyclic(p, labels):
+            continue
+        blocks = [frozenset(v for v in range(n) if labels[v] == b) for b in range(max(labels) + 1)]
+        val = max(best_block(S) for S in blocks)
+        best = min(best, val)
+    return best
