@@ -354,3 +354,26 @@ def decode_batch(keys, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
                                 pred_ptr, pred, bandwidth, memory, cutoff)
         out[i] = val
     return out
+
+
+@njit(cache=True, nogil=True)
+def mla_batch(keys, weighted, size_out, succ_ptr, succ, pred_ptr, bandwidth):
+    """Linear-arrangement cost of the Kahn order of each key row.
+
+    ``h(pi) = sum over edges (u, v) of w(u, v) * |pos(u) - pos(v)|`` with ``w = 1``
+    (mla) or ``w = size_out(u) / B`` (mla-weighted), Archer et al. 2024, App. C.1.
+    """
+    n = keys.shape[1]
+    out = np.empty(keys.shape[0], np.float64)
+    pos = np.empty(n, np.int64)
+    for i in range(keys.shape[0]):
+        order = kahn_order(keys[i], succ_ptr, succ, pred_ptr)
+        for t in range(n):
+            pos[order[t]] = t
+        h = 0.0
+        for u in range(n):
+            w = size_out[u] / bandwidth if weighted else 1.0
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                h += w * (pos[succ[e]] - pos[u])
+        out[i] = h
+    return out

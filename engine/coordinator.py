@@ -1,0 +1,124 @@
+"""Problem-agnostic coordinator state: the best solution, the best bound, the gap, the stop.
+
+This is plain Python (no Ray, no threads): the in-process runner calls it under a
+lock and the Ray coordinator actor wraps it. Invariants:
+
+* every incumbent is re-scored by the problem's exact evaluator before it is
+  accepted; a worker's claimed cost is never trusted;
+* the best upper bound never rises and the best lower bound never falls;
+* merging is idempotent and order-insensitive (a report that is not an
+  improvement is ignored, whatever order reports arrive in).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.records import Bound, Incumbent, relative_gap
+from engine.stopping import Clock, Criterion, Progress
+
+#: evaluate(solution) -> (exact cost, canonical JSON-serialisable solution); raises on infeasible.
+Evaluator = Callable[[Any], tuple[float, Any]]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One accepted improvement, as written to the event log."""
+
+    t_s: float
+    worker: str
+    kind: str  # "upper" | "lower"
+    value: float
+    method: str
+    status: str
+
+
+class Coordinator:
+    """Keeps the certificate of a run and decides when to stop.
+
+    Args:
+        evaluate: the exact evaluator (see :data:`Evaluator`).
+        criterion: stopping criterion (e.g. :func:`engine.stopping.standard`).
+        clock: shared clock; ``t_s`` of records is measured on it.
+        on_event: called with every accepted :class:`Event` (e.g. to persist it).
+        on_incumbent: called with every accepted :class:`Incumbent` (e.g. to write it to disk).
+    """
+
+    def __init__(self, evaluate: Evaluator, criterion: Criterion, clock: Clock | None = None,
+                 on_event: Callable[[Event], None] | None = None,
+                 on_incumbent: Callable[[Incumbent], None] | None = None) -> None:
+        self._evaluate = evaluate
+        self.criterion = criterion
+        self.clock = clock or Clock()
+        self.incumbent: Incumbent | None = None
+        self.bound: Bound | None = None
+        self.bounds: dict[str, Bound] = {}
+        self.events: list[Event] = []
+        self.rejected: list[tuple[str, str]] = []
+        self._on_event = on_event
+        self._on_incumbent = on_incumbent
+        self._forced: str | None = None
+
+    # -- reports ------------------------------------------------------------------------
+    def offer_solution(self, solution: Any, source: str) -> bool:
+        """Re-score ``solution`` exactly; keep it if strictly better. Returns True if accepted."""
+        try:
+            cost, canonical = self._evaluate(solution)
+        except Exception as e:  # a bad solution from a worker is data, not a crash
+            self.rejected.append((source, f"{type(e).__name__}: {e}"))
+            return False
+        if not math.isfinite(cost) or (self.incumbent is not None and cost >= self.incumbent.cost):
+            return False
+        self.incumbent = Incumbent(cost=float(cost), solution=canonical, source=source, t_s=self.clock.elapsed())
+        self._event(Event(self.incumbent.t_s, source, "upper", float(cost), source, "feasible"))
+        if self._on_incumbent is not None:
+            self._on_incumbent(self.incumbent)
+        return True
+
+    def offer_bound(self, bound: Bound, worker: str = "") -> bool:
+        """Merge a proven lower bound. Returns True if it raised the best bound."""
+        if math.isnan(bound.value):
+            return False
+        prev = self.bounds.get(bound.method)
+        if prev is None or bound.value > prev.value or (bound.value == prev.value and bound.status != prev.status
+                                                        and bound.status == "optimal"):
+            self.bounds[bound.method] = bound
+        if self.bound is not None and bound.value <= self.bound.value:
+            return False
+        if bound.value == -math.inf:
+            return False
+        self.bound = bound
+        self._event(Event(self.clock.elapsed(), worker or bound.method, "lower", bound.value, bound.method,
+                          bound.status))
+        return True
+
+    def force_stop(self, reason: str) -> None:
+        """Stop for an outside reason (e.g. ``"interrupted"``); the first reason sticks."""
+        if self._forced is None:
+            self._forced = reason
+
+    # -- queries ------------------------------------------------------------------------
+    @property
+    def ub(self) -> float | None:
+        return None if self.incumbent is None else self.incumbent.cost
+
+    @property
+    def lb(self) -> float | None:
+        return None if self.bound is None else self.bound.value
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.ub, self.lb)
+
+    def stop_reason(self) -> str | None:
+        """Why the run should stop now, or None to go on."""
+        if self._forced is not None:
+            return self._forced
+        return self.criterion.reason(Progress(self.ub, self.lb, self.clock.elapsed()))
+
+    def _event(self, e: Event) -> None:
+        self.events.append(e)
+        if self._on_event is not None:
+            self._on_event(e)

@@ -1,0 +1,97 @@
+"""Composable stopping criteria.
+
+Each criterion looks at a :class:`Progress` snapshot and says whether to stop and
+why. Combine with :class:`AnyOf`. The reason strings are the ``stopped_because``
+values of result files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from engine.records import relative_gap
+
+#: a gap at or below this is numerically zero: the incumbent is proven optimal
+#: up to the conservative rounding of integer-scaled solver models.
+OPTIMAL_GAP = 1e-6
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What stopping criteria see: incumbent cost, best bound, elapsed seconds."""
+
+    ub: float | None
+    lb: float | None
+    elapsed_s: float
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.ub, self.lb)
+
+
+class Criterion:
+    """Base: ``reason(progress)`` returns a stop reason or None."""
+
+    def reason(self, p: Progress) -> str | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Optimal(Criterion):
+    """Stop when the gap is numerically zero."""
+
+    def reason(self, p: Progress) -> str | None:
+        g = p.gap
+        return "optimal" if g is not None and g <= OPTIMAL_GAP else None
+
+
+class GapReached(Criterion):
+    """Stop when the certified gap is at most ``target`` (a fraction, 0.05 = 5 %)."""
+
+    def __init__(self, target: float) -> None:
+        if not 0 <= target < 1:
+            raise ValueError("target gap must be in [0, 1)")
+        self.target = target
+
+    def reason(self, p: Progress) -> str | None:
+        g = p.gap
+        return "target-gap" if g is not None and g <= self.target else None
+
+
+class WallClock(Criterion):
+    """Stop after ``limit_s`` seconds."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+
+    def reason(self, p: Progress) -> str | None:
+        return "time-limit" if p.elapsed_s >= self.limit_s else None
+
+
+class AnyOf(Criterion):
+    """Stop as soon as any child says so; the first child's reason wins."""
+
+    def __init__(self, *children: Criterion) -> None:
+        self.children = children
+
+    def reason(self, p: Progress) -> str | None:
+        for c in self.children:
+            r = c.reason(p)
+            if r is not None:
+                return r
+        return None
+
+
+def standard(target_gap: float, time_limit_s: float) -> Criterion:
+    """The default criterion of a run: optimal, then target gap, then time limit."""
+    return AnyOf(Optimal(), GapReached(target_gap), WallClock(time_limit_s))
+
+
+class Clock:
+    """Monotonic seconds since construction."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0

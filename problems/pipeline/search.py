@@ -1,0 +1,120 @@
+"""Key-based searches for MTPP: decoders plugged into the engine's ask/tell algorithms.
+
+* :func:`mla_seeds`: BRKGA on the (weighted) minimum-linear-arrangement objective of
+  Kahn orders (Archer et al. 2024, App. C.1); its best key vectors seed the main search.
+* :class:`PipelineSearch`: one island = a BRKGA population (plus a share of random-T
+  samples) decoded by Kahn + SliceGraph, stepped for a time budget at a time. The same
+  object runs in-process or inside a Ray actor.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engine.brkga import BRKGA
+from engine.driver import run_local
+from engine.search import KeyBatch, RandomKeys
+from problems.pipeline import _kernels
+from problems.pipeline.decoder import SliceDecoder, Split
+from problems.pipeline.model import PipelineProblem
+
+
+def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population: int = 40,
+              generations: int = 25) -> NDArray[np.float64]:
+    """Two key vectors: the best found for mla and for mla-weighted, shape (2, n)."""
+    out = []
+    for weighted in (False, True):
+        ga = BRKGA(problem.n, rng, population=population)
+
+        def score(batch: KeyBatch, weighted: bool = weighted) -> NDArray[np.float64]:
+            return _kernels.mla_batch(np.ascontiguousarray(batch.keys), weighted, problem.size_out,
+                                      problem.succ_ptr, problem.succ, problem.pred_ptr, problem.bandwidth)
+
+        run_local(ga, score, lambda: False, max_evals=population * generations)
+        out.append(ga.best()[1])
+    return np.array(out)
+
+
+class PipelineSearch:
+    """A BRKGA island with SliceGraph decoding, interleaved with random-T sampling.
+
+    Args:
+        problem, k: the instance.
+        rng: the island's generator (spawn one per island from a SeedSequence).
+        population: BRKGA population (paper default 100).
+        random_share: fraction of evaluations spent on random-T samples.
+        seeds: optional key vectors placed in the first generation (e.g. :func:`mla_seeds`).
+    """
+
+    def __init__(self, problem: PipelineProblem, k: int, rng: np.random.Generator, *,
+                 population: int = 100, random_share: float = 0.1,
+                 seeds: NDArray[np.float64] | None = None) -> None:
+        self.decoder = SliceDecoder(problem, k)
+        self.ga = BRKGA(problem.n, rng, population=population, seeds=seeds)
+        self.rand = RandomKeys(problem.n, rng, batch_size=max(1, population // 10))
+        self.random_share = random_share
+        self.evals = 0
+        self._rand_evals = 0
+
+    def _score(self, batch: KeyBatch) -> NDArray[np.float64]:
+        return self.decoder.values(batch.keys, batch.cutoff)
+
+    def best(self) -> tuple[float, Split | None]:
+        """Best value found and its split (decoded again, exactly)."""
+        cands = [s for s in (self.ga, self.rand) if s.best_keys is not None]
+        if not cands:
+            return math.inf, None
+        s = min(cands, key=lambda s: s.best_cost)
+        return s.best_cost, self.decoder.decode(s.best_keys)
+
+    def step(self, budget_s: float, on_improvement: Callable[[float, Split], None] | None = None,
+             should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Search for about ``budget_s`` seconds; returns evaluations made.
+
+        ``on_improvement(value, split)`` is called for each new best of this island.
+        """
+        t_end = time.monotonic() + budget_s
+        best_before = min(self.ga.best_cost, self.rand.best_cost)
+
+        def stop() -> bool:
+            return time.monotonic() >= t_end or should_stop()
+
+        n = 0
+        while not stop():
+            use_random = self._rand_evals < self.random_share * max(1, self.evals)
+            search = self.rand if use_random else self.ga
+            k = run_local(search, self._score, stop, max_evals=1)
+            n += k
+            self.evals += k
+            if use_random:
+                self._rand_evals += k
+            best_now = min(self.ga.best_cost, self.rand.best_cost)
+            if best_now < best_before:
+                best_before = best_now
+                if on_improvement is not None:
+                    value, split = self.best()
+                    if split is not None:
+                        on_improvement(value, split)
+        return n
+
+    def migrants(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The island's ``n`` best chromosomes and costs, to send to other islands."""
+        return self.ga.elites(n)
+
+    def accept_migrants(self, keys: NDArray[np.float64], costs: NDArray[np.float64]) -> None:
+        self.ga.inject(keys, costs)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ga": self.ga.state_dict(), "rand": self.rand.state_dict(), "evals": self.evals,
+                "rand_evals": self._rand_evals}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ga.load_state_dict(state["ga"])
+        self.rand.load_state_dict(state["rand"])
+        self.evals = state["evals"]
+        self._rand_evals = state["rand_evals"]
