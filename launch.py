@@ -16,6 +16,7 @@ from typing import Any, Callable
 import click
 
 from engine.errors import InputError
+from engine.persist import write_json_atomic
 
 
 def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -33,13 +34,8 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _write_json(path: str | None, doc: dict[str, Any]) -> None:
-    text = json.dumps(doc, indent=1)
     if path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text + "\n")
-        tmp.replace(p)
+        write_json_atomic(path, doc)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,6 +47,131 @@ def main() -> None:
 @main.group()
 def pipeline() -> None:
     """Max-throughput pipeline partitioning (MTPP)."""
+
+
+def _progress_printer(quiet: bool) -> Callable[..., Any] | None:
+    """A live status line on a terminal, a plain line every 5 s otherwise; None if quiet."""
+    if quiet:
+        return None
+    import time
+
+    state = {"last": 0.0}
+    tty = sys.stderr.isatty()
+
+    def show(coord: Any, evals: int, elapsed: float) -> None:
+        now = time.monotonic()
+        if now - state["last"] < (0.5 if tty else 5.0):
+            return
+        state["last"] = now
+        ub = "-" if coord.ub is None else f"{coord.ub:.6g}"
+        lb = "-" if coord.lb is None else f"{coord.lb:.6g}"
+        gap = "-" if coord.gap is None else f"{100 * coord.gap:.2f}%"
+        rate = evals / elapsed if elapsed > 0 else 0.0
+        line = f"[{elapsed:7.1f}s] best {ub}  bound {lb}  gap {gap}  {rate:,.0f} evals/s"
+        if tty:
+            click.echo("\r" + line.ljust(79), nl=False, err=True)
+        else:
+            click.echo(line, err=True)
+
+    return show
+
+
+def _print_pipeline_result(doc: dict[str, Any]) -> None:
+    if doc["objective"] is None:
+        click.echo(f"no feasible partition found ({doc['stopped_because']})")
+        return
+    gap = "unknown" if doc["gap"] is None else f"{100 * doc['gap']:.3f}%"
+    click.echo(f"graph {doc['graph']}  k={doc['k']}  objective {doc['objective']:.6g}  "
+               f"lower bound {doc['lower_bound']:.6g} ({doc['lower_bound_method']})  gap {gap}  "
+               f"stopped: {doc['stopped_because']}  {doc['elapsed_s']:.1f}s")
+    costs = ", ".join(f"{c:.4g}" for c in doc["block_costs"])
+    click.echo(f"stage costs: [{costs}]")
+
+
+@pipeline.command("solve")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds.")
+@click.option("--target-gap", type=float, default=0.0, show_default=True,
+              help="Stop once 1 - bound/objective is at most this (0.05 = 5 %).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands (threads).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write result.json here (rewritten at every improvement).")
+@click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@_user_errors
+def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, islands: int,
+                   out: str | None, no_bounds: bool, quiet: bool) -> None:
+    """Partition GRAPH into at most K stages and certify the result with lower bounds."""
+    from problems.pipeline.io import load_graph
+    from problems.pipeline.run import solve_local
+
+    if k < 1:
+        raise InputError(f"-k: must be >= 1, got {k}")
+    if not 0 <= target_gap < 1:
+        raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
+    if time_limit <= 0:
+        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    problem = load_graph(graph)
+    show = _progress_printer(quiet)
+    holder: dict[str, Any] = {}
+
+    def tick(stats: Any) -> None:
+        if show is not None and "coord" in holder:
+            show(holder["coord"], stats.evals, holder["clock"].elapsed())
+
+    doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
+                      islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
+                      _expose=holder)
+    if show is not None and sys.stderr.isatty():
+        click.echo("", err=True)
+    _print_pipeline_result(doc)
+    if doc["objective"] is None:
+        sys.exit(1)
+
+
+@pipeline.command("bound")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("--method", required=True,
+              type=click.Choice(["simple", "bottleneck", "bottleneck-no-dag", "bottleneck-no-io",
+                                 "guess-the-bottleneck", "exact"]))
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the bound record as JSON.")
+@_user_errors
+def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str | None) -> None:
+    """Compute one lower bound on the optimal bottleneck of GRAPH with K stages."""
+    from problems.pipeline.bounds import lower_bound
+    from problems.pipeline.io import load_graph
+
+    if k < 1:
+        raise InputError(f"-k: must be >= 1, got {k}")
+    problem = load_graph(graph)
+    b = lower_bound(problem, k, method, time_limit)
+    rec = b.to_dict()
+    rec["detail"] = {key: v for key, v in rec["detail"].items() if key != "blocks"}
+    click.echo(json.dumps(rec))
+    _write_json(out, rec)
+
+
+@pipeline.command("evaluate")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.argument("result", type=click.Path(dir_okay=False))
+@_user_errors
+def pipeline_evaluate(graph: str, result: str) -> None:
+    """Re-score the partition in RESULT (a result.json) exactly on GRAPH."""
+    from problems.pipeline.evaluate import evaluate
+    from problems.pipeline.io import load_graph
+
+    problem = load_graph(graph)
+    try:
+        doc = json.loads(Path(result).read_text())
+        blocks, order = doc["blocks"], doc.get("order")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
+    ev = evaluate(problem, blocks, order, k=doc.get("k"))
+    click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
 
 
 # ----------------------------------------------------------------------------- intraop

@@ -122,3 +122,25 @@ def regal_like(seed: int, *, n: int | None = None, family: str | None = None) ->
                            size_param=np.zeros(n, dtype=np.int64), size_out=size_out, edges=edges,
                            bandwidth=1.0, memory=None,
                            meta={"generator": "regal_like", "family": family, "seed": seed})
+
+
+def model_like(n: int, seed: int, *, memory: bool = True) -> PipelineProblem:
+    """A layered, model-like DAG: a main chain with residual/skip edges of random reach.
+
+    Work in µs-like floats, tensors 10 KB–1 MB, parameters up to 8 MB on 60 % of the
+    ops, B = 25 000 bytes/µs, and (if ``memory``) 32 MiB per stage: shaped like the
+    exported real models, at any size, for decode-speed benchmarks.
+    """
+    rng = np.random.default_rng(seed)
+    edges = [(i, i + 1) for i in range(n - 1)]
+    for i in range(n):
+        if rng.random() < 0.4:
+            j = i + int(rng.integers(2, 30))
+            if j < n:
+                edges.append((i, j))
+    size_param = rng.integers(0, 8 << 20, size=n) * (rng.random(n) < 0.6)
+    return PipelineProblem(name=f"model-like-n{n}-s{seed}", work=rng.random(n) * 20.0,
+                           size_param=size_param.astype(np.int64),
+                           size_out=rng.integers(10_000, 1_000_000, size=n), edges=np.array(edges),
+                           bandwidth=25_000.0, memory=(32 << 20) if memory else None,
+                           meta={"generator": "model_like", "seed": seed})

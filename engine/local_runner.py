@@ -1,0 +1,128 @@
+"""In-process runner: search workers and bound workers as threads around one Coordinator.
+
+The numba decoders run with ``nogil`` and OR-Tools solvers release the GIL, so
+threads give real parallelism on a laptop without Ray. The Ray runner wraps the
+same worker objects in actors.
+
+A *search worker* has ``step(budget_s, on_improvement, should_stop) -> evals`` and
+reports solutions through ``on_improvement(value, solution)``. A *bound job* is a
+callable ``job(ctx) -> None`` that reports through ``ctx.bound(...)`` and
+``ctx.solution(...)`` and should return early when ``ctx.should_stop()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from engine.coordinator import Coordinator
+from engine.records import Bound
+
+
+class SearchWorker(Protocol):
+    def step(self, budget_s: float, on_improvement: Callable[[float, Any], None],
+             should_stop: Callable[[], bool]) -> int: ...
+
+
+@dataclass
+class JobContext:
+    """What a bound job sees: the shared coordinator (locked), stop flag and deadline."""
+
+    coordinator: Coordinator
+    lock: threading.Lock
+    stop_event: threading.Event
+    deadline: float  # time.monotonic() value
+    name: str = ""
+
+    def should_stop(self) -> bool:
+        return self.stop_event.is_set() or time.monotonic() >= self.deadline
+
+    def time_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def bound(self, b: Bound) -> None:
+        with self.lock:
+            self.coordinator.offer_bound(b, self.name or b.method)
+
+    def solution(self, solution: Any, source: str) -> None:
+        with self.lock:
+            self.coordinator.offer_solution(solution, source)
+
+    def incumbent(self) -> tuple[float | None, Any]:
+        with self.lock:
+            inc = self.coordinator.incumbent
+            return (None, None) if inc is None else (inc.cost, inc.solution)
+
+
+BoundJob = Callable[[JobContext], None]
+
+
+@dataclass
+class RunStats:
+    evals: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def run_threads(coordinator: Coordinator, searches: list[SearchWorker], bound_jobs: list[BoundJob],
+                time_limit_s: float, poll_s: float = 0.05, step_s: float = 0.25,
+                on_tick: Callable[[RunStats], None] | None = None,
+                to_solution: Callable[[Any], Any] = lambda s: s) -> tuple[str, RunStats]:
+    """Run until the coordinator says stop (or the time limit). Returns (reason, stats).
+
+    ``to_solution`` turns what a search reports into what the evaluator takes.
+    Ctrl-C sets the reason ``"interrupted"``; the best solution is kept.
+    """
+    lock = threading.Lock()
+    stop = threading.Event()
+    deadline = time.monotonic() + time_limit_s
+    stats = RunStats()
+
+    def search_loop(worker: SearchWorker, name: str) -> None:
+        def improved(value: float, sol: Any) -> None:
+            with lock:
+                coordinator.offer_solution(to_solution(sol), name)
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                n = worker.step(min(step_s, max(0.0, deadline - time.monotonic())), improved, stop.is_set)
+                with lock:
+                    stats.evals += n
+        except Exception:
+            stats.errors.append(f"{name}: {traceback.format_exc(limit=3)}")
+
+    def bound_loop() -> None:
+        for i, job in enumerate(bound_jobs):
+            if stop.is_set() or time.monotonic() >= deadline:
+                return
+            ctx = JobContext(coordinator, lock, stop, deadline, name=getattr(job, "name", f"bound-{i}"))
+            try:
+                job(ctx)
+            except Exception:
+                stats.errors.append(f"{ctx.name}: {traceback.format_exc(limit=3)}")
+
+    threads = [threading.Thread(target=search_loop, args=(w, f"search-{i}"), daemon=True)
+               for i, w in enumerate(searches)]
+    if bound_jobs:
+        threads.append(threading.Thread(target=bound_loop, daemon=True))
+    for t in threads:
+        t.start()
+    reason: str | None = None
+    try:
+        while reason is None:
+            time.sleep(poll_s)
+            with lock:
+                reason = coordinator.stop_reason()
+            if reason is None and time.monotonic() >= deadline:
+                reason = "time-limit"
+            if reason is None and not any(t.is_alive() for t in threads):
+                reason = "exhausted"
+            if on_tick is not None:
+                on_tick(stats)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    return reason, stats
