@@ -81,8 +81,9 @@ def _print_pipeline_result(doc: dict[str, Any]) -> None:
         click.echo(f"no feasible partition found ({doc['stopped_because']})")
         return
     gap = "unknown" if doc["gap"] is None else f"{100 * doc['gap']:.3f}%"
+    lb = "none" if doc["lower_bound"] is None else f"{doc['lower_bound']:.6g} ({doc['lower_bound_method']})"
     click.echo(f"graph {doc['graph']}  k={doc['k']}  objective {doc['objective']:.6g}  "
-               f"lower bound {doc['lower_bound']:.6g} ({doc['lower_bound_method']})  gap {gap}  "
+               f"lower bound {lb}  gap {gap}  "
                f"stopped: {doc['stopped_because']}  {doc['elapsed_s']:.1f}s")
     costs = ", ".join(f"{c:.4g}" for c in doc["block_costs"])
     click.echo(f"stage costs: [{costs}]")

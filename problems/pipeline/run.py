@@ -174,9 +174,8 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     if _expose is not None:  # lets a caller show live progress
         _expose.update(coord=coord, clock=clock)
     # the simple bound is instant; know it before anything else
-    if bounds_enabled:
-        from problems.pipeline.bounds import simple_bound
-        coord.offer_bound(simple_bound(problem, k))
+    from problems.pipeline.bounds import simple_bound
+    coord.offer_bound(simple_bound(problem, k))
     searches = make_searches(problem, k, seed, islands)
     jobs = make_bound_jobs(problem, k, time_limit_s, seed)[1:] if bounds_enabled else []
     reason, stats = run_threads(coord, searches, jobs, time_limit_s - clock.elapsed(),
