@@ -1,0 +1,136 @@
+"""The adaptive penalty search (contest winner's Algorithm 1) as a step-wise object.
+
+The usage limit is moved into the objective as a per-node penalty
+``w_v * m_v(s_v)``. Each iteration solves the relaxed problem (warm-started
+from the previous assignment), then
+
+* feasible: polish with greedy swaps, keep it if it is the best so far, and
+  lower every weight (``w *= down``) to promote cheaper strategies;
+* over the limit: try a greedy repair (kept if it yields a better feasible
+  solution), and raise the weights of the nodes live at some violated step
+  (``w_v *= up``).
+
+Until the first feasible solution the weights are raised globally by 10x per
+iteration, as the paper's log-scale initialisation. Small random factors keep
+parallel searches apart. A :class:`PenaltySearch` knows nothing about threads
+or Ray: drivers call :meth:`PenaltySearch.step` with a time budget and read
+:meth:`PenaltySearch.best`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from problems.intraop import repair as greedy
+from problems.intraop.evaluate import evaluate, usage_profile
+from problems.intraop.relaxed import Prepared, RelaxedSolver
+
+
+@dataclass(frozen=True)
+class Found:
+    """A feasible solution produced by a search.
+
+    Attributes:
+        cost: exact cost (Python int) from the evaluator.
+        solution: int64[n] strategy indices (read-only copy).
+        iteration: search iteration that produced it.
+        weight_scale: geometric mean of the live nodes' weights at that time.
+    """
+
+    cost: int
+    solution: NDArray[np.int64] = field(repr=False)
+    iteration: int
+    weight_scale: float
+
+
+class PenaltySearch:
+    """One adaptive-penalty search; call :meth:`step` repeatedly.
+
+    Args:
+        prep: the prepared instance (shared, read-only).
+        weight: initial weights: a scalar (uniform) or float64[n].
+        seed: seeds this search's generator (weights jitter, forest orders).
+        up: factor for the weights of nodes live at a violated step.
+        down: factor for all weights after a feasible relaxed solution.
+        jitter: relative size of the random perturbation of every update.
+        min_weight: floor for raised weights.
+    """
+
+    def __init__(self, prep: Prepared, weight: float | NDArray[np.float64], seed: int, *,
+                 up: float = 1.6, down: float = 0.93, jitter: float = 0.05, min_weight: float = 1e-3) -> None:
+        self.prep = prep
+        self.rng = np.random.default_rng(seed)
+        n = prep.problem.n
+        w = np.full(n, float(weight)) if np.isscalar(weight) else np.array(weight, dtype=np.float64)
+        self.up, self.down, self.jitter, self.min_weight = up, down, jitter, min_weight
+        self.live = prep.live
+        self.weight = w * self._noise(n) * self.live
+        self.solver = RelaxedSolver(prep)
+        self.tracker = greedy.UsageTracker(prep)
+        self.current: NDArray[np.int64] | None = None
+        self.iterations = 0
+        self.feasible_relaxed = 0
+        self._best: Found | None = None
+
+    def _noise(self, size: int) -> NDArray[np.float64]:
+        return np.exp(self.rng.normal(0.0, self.jitter, size=size)) if self.jitter > 0 else np.ones(size)
+
+    def best(self) -> Found | None:
+        """The best feasible solution found so far, or None."""
+        return self._best
+
+    def _offer(self, sol: NDArray[np.int64]) -> Found | None:
+        greedy.improve(self.tracker, sol)
+        ev = evaluate(self.prep.problem, sol)
+        if not ev.feasible or ev.cost is None:
+            return None
+        if self._best is None or ev.cost < self._best.cost:
+            s = sol.copy()
+            s.flags.writeable = False
+            live_w = self.weight[self.live]
+            scale = float(np.exp(np.mean(np.log(np.maximum(live_w, 1e-300))))) if len(live_w) else 0.0
+            self._best = Found(ev.cost, s, self.iterations, scale)
+            return self._best
+        return None
+
+    def iterate(self) -> Found | None:
+        """One relaxed solve and weight update; returns a new best solution if it found one."""
+        problem = self.prep.problem
+        sol = self.solver.solve(self.weight, self.rng, self.current)
+        self.current = sol
+        self.iterations += 1
+        limit = problem.usage_limit
+        prof = usage_profile(problem, sol)
+        over = prof > limit if limit is not None else np.zeros(len(prof), dtype=bool)
+        if not over.any():
+            self.feasible_relaxed += 1
+            found = self._offer(sol.copy())
+            self.weight *= self.down * self._noise(problem.n)
+            return found
+        found = None
+        cand = sol.copy()
+        if greedy.repair(self.tracker, cand):
+            found = self._offer(cand)
+        if self._best is None and self.feasible_relaxed == 0:
+            self.weight = np.maximum(self.weight, self.min_weight) * 10.0 * self.live
+        else:
+            cum = np.concatenate([[0], np.cumsum(over)])
+            hit = cum[problem.end] > cum[problem.start]
+            factor = self.up * self._noise(int(hit.sum()))
+            self.weight[hit] = np.maximum(self.weight[hit], self.min_weight) * factor
+        return found
+
+    def step(self, budget_s: float) -> list[Found]:
+        """Iterate for about ``budget_s`` seconds (at least once); returns the improvements in order."""
+        deadline = time.perf_counter() + budget_s
+        out: list[Found] = []
+        while True:
+            f = self.iterate()
+            if f is not None:
+                out.append(f)
+            if time.perf_counter() >= deadline:
+                return out

@@ -1,0 +1,227 @@
+"""Exact elimination of degree <= 2 nodes of the relaxed problem.
+
+For fixed penalty weights the relaxed problem is the pairwise network
+``min sum_v theta_v(s_v) + sum_{uv} f_uv(s_u, s_v)`` of
+:mod:`problems.intraop.network`. A node ``v`` of degree 1 (neighbour ``u``) is
+eliminated by adding ``min_b f_uv(., b) + theta_v(b)`` to ``theta_u``; one of
+degree 2 (neighbours ``u``, ``w``) by the new table
+``g(a, c) = min_b f_uv(a, b) + theta_v(b) + f_vw(b, c)``, merged into an
+existing ``u``-``w`` table if there is one; degree 0 needs nothing. This is
+repeated until no node of degree <= 2 is left (the *core*). The optimum of the
+core equals the optimum of the whole network, and :func:`reconstruct` extends
+a core assignment to all nodes in reverse elimination order (each eliminated
+node takes its best strategy given its neighbours), which is optimal for it.
+
+Which nodes are eliminated depends only on the graph, so the elimination is
+planned once (:func:`plan_reduction`) and replayed with numbers for every new
+set of weights (:func:`run_plan`). A degree-2 elimination may be skipped to
+bound fill-in (``max_fill``); those nodes stay in the core.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from problems.intraop._kernels import pair_cost
+from problems.intraop.network import PairNetwork
+
+ELIM0, ELIM1, ELIM2 = 0, 1, 2
+
+
+@dataclass(frozen=True, eq=False)
+class ReductionPlan:
+    """A replayable elimination order and the core it leaves.
+
+    Tables ``0 .. P-1`` are the network's (same offsets in the working array);
+    later ones are created by degree-2 eliminations. Table ids are fixed, so
+    the core adjacency refers to them directly.
+
+    Attributes:
+        op_kind: int8[ops], ELIM0/1/2. ``op_v`` the eliminated node, ``op_u``/``op_w``
+            its neighbours (-1 if none), ``op_t1``/``op_t2`` the tables to them, ``op_t3``
+            an existing u-w table merged into the result (-1 if none), ``op_out`` the new table.
+        tab_x, tab_y, tab_off: int32/int32/int64[tables], all tables; offsets into the working array.
+        work_size: length of the working array (network tables followed by new ones).
+        core: int64[c], sorted nodes left after elimination.
+        adj_ptr, adj_nbr, adj_tab: core adjacency (CSR over all n nodes; non-core nodes have none).
+    """
+
+    op_kind: NDArray[np.int8]
+    op_v: NDArray[np.int64]
+    op_u: NDArray[np.int64]
+    op_w: NDArray[np.int64]
+    op_t1: NDArray[np.int64]
+    op_t2: NDArray[np.int64]
+    op_t3: NDArray[np.int64]
+    op_out: NDArray[np.int64]
+    tab_x: NDArray[np.int32]
+    tab_y: NDArray[np.int32]
+    tab_off: NDArray[np.int64]
+    work_size: int
+    core: NDArray[np.int64]
+    adj_ptr: NDArray[np.int64]
+    adj_nbr: NDArray[np.int32]
+    adj_tab: NDArray[np.int32]
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.op_kind)
+
+
+def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: int | None = 1 << 22) -> ReductionPlan:
+    """Plan the elimination of degree <= 2 nodes until none is left.
+
+    Args:
+        net: the merged network.
+        max_fill: a degree-2 node is kept in the core when its new table would have more
+            than ``max(max_fill, k_u k_v, k_v k_w)`` entries; None: no limit.
+        max_work: ... or when computing it takes more than ``max_work`` steps (``k_u k_v k_w``); None: no limit.
+    """
+    n = net.n
+    k = net.k.tolist()
+    adj: list[dict[int, int]] = [dict() for _ in range(n)]
+    tx, ty = net.tab_x.tolist(), net.tab_y.tolist()
+    for t, (x, y) in enumerate(zip(tx, ty)):
+        adj[x][y] = t
+        adj[y][x] = t
+    offs = net.tab_off.tolist()
+    size = len(net.tabs)
+    ops: list[tuple[int, int, int, int, int, int, int, int]] = []
+    alive = [True] * n
+    queue = deque(v for v in range(n) if len(adj[v]) <= 2)
+    queued = [len(adj[v]) <= 2 for v in range(n)]
+
+    def push(x: int) -> None:
+        if alive[x] and not queued[x] and len(adj[x]) <= 2:
+            queued[x] = True
+            queue.append(x)
+
+    while queue:
+        v = queue.popleft()
+        queued[v] = False
+        if not alive[v] or len(adj[v]) > 2:
+            continue
+        nbrs = list(adj[v].items())
+        if len(nbrs) == 0:
+            ops.append((ELIM0, v, -1, -1, -1, -1, -1, -1))
+        elif len(nbrs) == 1:
+            (u, t1), = nbrs
+            ops.append((ELIM1, v, u, -1, t1, -1, -1, -1))
+            del adj[u][v]
+            push(u)
+        else:
+            (u, t1), (w, t2) = nbrs
+            ku, kv, kw = k[u], k[v], k[w]
+            if ((max_fill is not None and ku * kw > max(max_fill, ku * kv, kv * kw))
+                    or (max_work is not None and ku * kv * kw > max_work)):
+                continue  # stays in the core (re-queued if a neighbour goes away)
+            t3 = adj[u].get(w, -1)
+            out = len(tx)
+            tx.append(u)
+            ty.append(w)
+            offs.append(size)
+            size += ku * kw
+            ops.append((ELIM2, v, u, w, t1, t2, t3, out))
+            del adj[u][v]
+            del adj[w][v]
+            adj[u][w] = out
+            adj[w][u] = out
+            push(u)
+            push(w)
+        alive[v] = False
+        adj[v].clear()
+    core = np.array([v for v in range(n) if alive[v]], dtype=np.int64)
+    adj_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in adj], out=adj_ptr[1:])
+    nbr = [x for a in adj for x in sorted(a)]
+    tab = [a[x] for a in adj for x in sorted(a)]
+    cols = np.array(ops, dtype=np.int64).reshape(-1, 8)
+    return ReductionPlan(
+        op_kind=cols[:, 0].astype(np.int8), op_v=cols[:, 1], op_u=cols[:, 2], op_w=cols[:, 3],
+        op_t1=cols[:, 4], op_t2=cols[:, 5], op_t3=cols[:, 6], op_out=cols[:, 7],
+        tab_x=np.array(tx, dtype=np.int32), tab_y=np.array(ty, dtype=np.int32),
+        tab_off=np.array(offs, dtype=np.int64), work_size=size, core=core, adj_ptr=adj_ptr,
+        adj_nbr=np.array(nbr, dtype=np.int32), adj_tab=np.array(tab, dtype=np.int32))
+
+
+def new_work(net: PairNetwork, plan: ReductionPlan) -> NDArray[np.float64]:
+    """A working table array for one search: the network's tables, then room for new ones."""
+    work = np.empty(plan.work_size, dtype=np.float64)
+    work[:len(net.tabs)] = net.tabs
+    return work
+
+
+@njit(nogil=True, cache=True)
+def _run(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr, theta, work, tmp):  # pragma: no cover
+    for i in range(len(kind)):
+        v = op_v[i]
+        kv = k[v]
+        tv = ptr[v]
+        if kind[i] == 1:
+            u = op_u[i]
+            for a in range(k[u]):
+                best = np.inf
+                for b in range(kv):
+                    c = pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b) + theta[tv + b]
+                    if c < best:
+                        best = c
+                theta[ptr[u] + a] += best
+        elif kind[i] == 2:
+            u, w = op_u[i], op_w[i]
+            kw = k[w]
+            out = tab_off[op_out[i]]
+            t3 = op_t3[i]
+            for a in range(k[u]):
+                for b in range(kv):
+                    tmp[b] = pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b) + theta[tv + b]
+                for c in range(kw):
+                    best = np.inf
+                    for b in range(kv):
+                        x = tmp[b] + pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c)
+                        if x < best:
+                            best = x
+                    if t3 >= 0:
+                        best += pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c)
+                    work[out + a * kw + c] = best
+
+
+def run_plan(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64], work: NDArray[np.float64]) -> None:
+    """Replay the eliminations for the unary costs ``theta`` (updated in place, float64[K]).
+
+    Afterwards ``theta`` restricted to the core plus the core tables in ``work``
+    form a network whose optimum is the optimum of the whole relaxed problem.
+    """
+    tmp = np.empty(int(net.k.max()), dtype=np.float64)
+    _run(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3, plan.op_out,
+         plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp)
+
+
+@njit(nogil=True, cache=True)
+def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol):  # pragma: no cover
+    for i in range(len(kind) - 1, -1, -1):
+        v = op_v[i]
+        tv = ptr[v]
+        best = np.inf
+        best_s = 0
+        for b in range(k[v]):
+            c = theta[tv + b]
+            if kind[i] >= 1:
+                c += pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]])
+            if kind[i] == 2:
+                c += pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]])
+            if c < best:
+                best = c
+                best_s = b
+        sol[v] = best_s
+
+
+def reconstruct(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64],
+                work: NDArray[np.float64], sol: NDArray[np.int64]) -> None:
+    """Fill the eliminated nodes of ``sol`` (core nodes must be set) after :func:`run_plan`."""
+    _reconstruct(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2,
+                 plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, sol)

@@ -1,0 +1,150 @@
+"""Solving the relaxed problem ``min sum_v c_v + w_v m_v + sum_uv c_uv`` for given weights.
+
+:func:`prepare` builds the read-only structures once per instance (merged
+network, elimination plan); a :class:`RelaxedSolver` owns one search's working
+buffers and, for each weight vector, replays the exact degree <= 2 elimination,
+improves the core by induced-forest block descent (exhaustively when the core
+is tiny), and extends the core assignment to all nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from problems.intraop import _kernels as K
+from problems.intraop.model import IntraopProblem
+from problems.intraop.network import PairNetwork, build_network
+from problems.intraop.reduce import ReductionPlan, new_work, plan_reduction, reconstruct, run_plan
+
+#: Cores with at most this many joint assignments are solved exhaustively.
+EXHAUSTIVE_LIMIT = 20_000
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """Everything searches share about one instance (read-only)."""
+
+    problem: IntraopProblem
+    net: PairNetwork
+    plan: ReductionPlan
+
+    @property
+    def live(self) -> NDArray[np.bool_]:
+        """bool[n], nodes whose interval is non-empty (only their usage can matter)."""
+        return self.problem.end > self.problem.start
+
+
+def prepare(problem: IntraopProblem, *, max_fill: int | None = 4096) -> Prepared:
+    """Merge the edges and plan the elimination (once per instance)."""
+    net = build_network(problem)
+    return Prepared(problem, net, plan_reduction(net, max_fill=max_fill))
+
+
+class RelaxedSolver:
+    """Per-search buffers and the relaxed solve; not thread-safe, one per search."""
+
+    def __init__(self, prep: Prepared) -> None:
+        self.prep = prep
+        net, plan = prep.net, prep.plan
+        n = net.n
+        self.theta = np.empty(len(net.unary), dtype=np.float64)
+        self.work = new_work(net, plan)
+        self._h = np.empty(len(net.unary), dtype=np.float64)
+        self._scratch = np.empty(int(net.k.max()), dtype=np.float64)
+        self._i64 = [np.zeros(n, dtype=np.int64) for _ in range(4)]
+        self._order = np.zeros(max(1, len(plan.core)), dtype=np.int64)
+        self.exhaustive = bool(np.log(net.k[plan.core].astype(np.float64)).sum() <= np.log(EXHAUSTIVE_LIMIT))
+        # TRW-S state: messages into each core node along each of its adjacency entries
+        core = plan.core
+        deg = np.diff(plan.adj_ptr)
+        entry_node = np.repeat(np.arange(n), deg)
+        self._msg_off = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+        sizes_e = net.k[entry_node]
+        if len(sizes_e):
+            np.cumsum(sizes_e[:-1], out=self._msg_off[1:])
+        self.msg = np.zeros(int(sizes_e.sum()), dtype=np.float64)
+        self._rev = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+        K.reverse_entries(plan.adj_ptr, plan.adj_nbr, self._rev)
+        self._fwd = core.copy()
+        self._bwd = core[::-1].copy()
+        self._rank_f = np.zeros(n, dtype=np.int64)
+        self._rank_f[core] = np.arange(len(core))
+        self._rank_b = np.zeros(n, dtype=np.int64)
+        self._rank_b[core] = len(core) - 1 - np.arange(len(core))
+        earlier = np.zeros(n, dtype=np.int64)
+        if len(plan.adj_nbr):
+            earlier_e = (self._rank_f[plan.adj_nbr] < self._rank_f[entry_node]).astype(np.int64)
+            earlier = np.bincount(entry_node, weights=earlier_e, minlength=n).astype(np.int64)
+        self._gamma = 1.0 / np.maximum(1, np.maximum(earlier, deg - earlier))
+
+    def core_energy(self, sol: NDArray[np.int64]) -> float:
+        """Relaxed objective of the core (valid after :meth:`solve` for the same weights)."""
+        net, plan = self.prep.net, self.prep.plan
+        return float(K.energy(plan.core, sol, self.theta, net.ptr, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
+                              self.work, plan.tab_off, plan.tab_x, net.k))
+
+    def _trws(self, sol: NDArray[np.int64], iterations: int) -> float:
+        """Run TRW-S (warm messages); leave the best labelling seen in ``sol``; return its energy."""
+        net, plan = self.prep.net, self.prep.plan
+        best = self.core_energy(sol)
+        cand = sol.copy()
+        hat = self._scratch
+        for _ in range(iterations):
+            for order, rank in ((self._fwd, self._rank_f), (self._bwd, self._rank_b)):
+                K.trws_pass(order, rank, self._gamma, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr,
+                            plan.adj_tab, self.work, plan.tab_off, plan.tab_x, self.msg, self._msg_off,
+                            self._rev, cand, hat)
+                e = self.core_energy(cand)
+                if e < best:
+                    best = e
+                    sol[plan.core] = cand[plan.core]
+        return best
+
+    def solve(self, weight: NDArray[np.float64], rng: np.random.Generator,
+              warm: NDArray[np.int64] | None = None, *, max_sweeps: int = 40, patience: int = 3,
+              trws_iterations: int = 4) -> NDArray[np.int64]:
+        """An assignment of all nodes that is (near-)optimal for the relaxed problem.
+
+        Args:
+            weight: float64[n], usage penalty per node (>= 0).
+            rng: source of the random forest orders.
+            warm: previous assignment to start the core from (else each core node's best unary).
+            max_sweeps: forest sweeps at most.
+            patience: stop after this many sweeps without a strict improvement.
+
+        Returns:
+            int64[n]; exactly optimal when the core is empty or tiny.
+        """
+        net, plan = self.prep.net, self.prep.plan
+        K.penalised_unary(net.unary, net.usage, net.ptr, weight, self.theta)
+        run_plan(plan, net, self.theta, self.work)
+        core = plan.core
+        sol = np.zeros(net.n, dtype=np.int64) if warm is None else warm.copy()
+        if len(core) and self.exhaustive:
+            K.exhaustive(core, sol, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
+                         self.work, plan.tab_off, plan.tab_x)
+        elif len(core):
+            if warm is None:
+                for v in core.tolist():
+                    sol[v] = int(np.argmin(self.theta[net.ptr[v]:net.ptr[v + 1]]))
+            best = self._trws(sol, trws_iterations) if trws_iterations else self.core_energy(sol)
+            stale = 0
+            in_s, uf, mark, par = self._i64
+            for _ in range(max_sweeps):
+                perm = rng.permutation(core)
+                K.forest_sweep(perm, sol, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
+                               self.work, plan.tab_off, plan.tab_x, in_s, uf, mark, self._order, par,
+                               self._h, self._scratch)
+                e = self.core_energy(sol)
+                if e < best - 1e-9 * abs(best):
+                    best = e
+                    stale = 0
+                else:
+                    stale += 1
+                    if stale >= patience:
+                        break
+        reconstruct(plan, net, self.theta, self.work, sol)
+        return sol

@@ -1,0 +1,225 @@
+"""Greedy single-node strategy swaps on the true (constrained) problem.
+
+* :func:`improve`: swap a node to a cheaper strategy when the usage limit
+  still holds; repeated over all nodes until no swap helps. Only the node's
+  own cost, its pair tables with its neighbours and the usage over its own
+  interval matter, so each candidate is priced in ``O(k_v deg_v + log T)``.
+* :func:`repair`: while some time step is over the limit, make the swap at a
+  node live at the most loaded step that frees memory at the least extra cost
+  per unit of memory freed.
+
+Usage per time step lives in a segment tree with range add / range max
+(int64[2 * size] values plus int64[size] pending adds; ``size`` a power of two
+>= T). Costs are compared in float64 (exact below 2^53); the caller re-scores
+every result with the exact evaluator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from problems.intraop._kernels import local_costs
+from problems.intraop.relaxed import Prepared
+
+_NEG = -(2**62)
+
+
+@njit(nogil=True, cache=True)
+def _apply(t, d, size, p, x):  # pragma: no cover - jitted
+    t[p] += x
+    if p < size:
+        d[p] += x
+
+
+@njit(nogil=True, cache=True)
+def _pull(t, d, size, p):  # pragma: no cover - jitted
+    while p > 1:
+        p >>= 1
+        t[p] = max(t[2 * p], t[2 * p + 1]) + d[p]
+
+
+@njit(nogil=True, cache=True)
+def _push(t, d, size, p):  # pragma: no cover - jitted
+    h = 0
+    while (1 << h) < size:
+        h += 1
+    for s in range(h, 0, -1):
+        i = p >> s
+        if d[i] != 0:
+            _apply(t, d, size, 2 * i, d[i])
+            _apply(t, d, size, 2 * i + 1, d[i])
+            d[i] = 0
+
+
+@njit(nogil=True, cache=True)
+def seg_add(t, d, size, lo, hi, x):  # pragma: no cover - jitted
+    """Add ``x`` to every step in ``[lo, hi)``."""
+    if lo >= hi:
+        return
+    l, r = lo + size, hi + size
+    l0, r0 = l, r - 1
+    while l < r:
+        if l & 1:
+            _apply(t, d, size, l, x)
+            l += 1
+        if r & 1:
+            r -= 1
+            _apply(t, d, size, r, x)
+        l >>= 1
+        r >>= 1
+    _pull(t, d, size, l0)
+    _pull(t, d, size, r0)
+
+
+@njit(nogil=True, cache=True)
+def seg_max(t, d, size, lo, hi):  # pragma: no cover - jitted
+    """Maximum over ``[lo, hi)`` (a very negative number if empty)."""
+    res = -(2**62)
+    if lo >= hi:
+        return res
+    l, r = lo + size, hi + size
+    _push(t, d, size, l)
+    _push(t, d, size, r - 1)
+    while l < r:
+        if l & 1:
+            res = max(res, t[l])
+            l += 1
+        if r & 1:
+            r -= 1
+            res = max(res, t[r])
+        l >>= 1
+        r >>= 1
+    return res
+
+
+@njit(nogil=True, cache=True)
+def seg_argmax(t, d, size):  # pragma: no cover - jitted
+    """Position of a maximum over all steps."""
+    p = 1
+    while p < size:
+        p = 2 * p if t[2 * p] >= t[2 * p + 1] else 2 * p + 1
+    return p - size
+
+
+@njit(nogil=True, cache=True)
+def seg_build(t, d, size, profile):  # pragma: no cover - jitted
+    """Fill the tree from a usage profile (steps beyond it count as very negative)."""
+    for i in range(size):
+        t[size + i] = profile[i] if i < len(profile) else -(2**62)
+        d[i] = 0
+    for p in range(size - 1, 0, -1):
+        t[p] = max(t[2 * p], t[2 * p + 1])
+
+
+@njit(nogil=True, cache=True)
+def _improve(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
+             start, end, limit, t, d, size, scratch, max_rounds):  # pragma: no cover - jitted
+    moves = 0
+    n = len(sol)
+    for _ in range(max_rounds):
+        moved = 0
+        for v in range(n):
+            local_costs(v, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, scratch)
+            cur = sol[v]
+            best = scratch[cur]
+            best_s = -1
+            room = -1
+            for s in range(k[v]):
+                if scratch[s] < best:
+                    du = usage[ptr[v] + s] - usage[ptr[v] + cur]
+                    if limit >= 0 and du > 0 and start[v] < end[v]:
+                        if room < 0:
+                            room = limit - seg_max(t, d, size, start[v], end[v])
+                        if du > room:
+                            continue
+                    best = scratch[s]
+                    best_s = s
+            if best_s >= 0:
+                seg_add(t, d, size, start[v], end[v], usage[ptr[v] + best_s] - usage[ptr[v] + cur])
+                sol[v] = best_s
+                moved += 1
+        moves += moved
+        if moved == 0:
+            break
+    return moves
+
+
+@njit(nogil=True, cache=True)
+def _repair(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
+            start, end, limit, t, d, size, scratch, max_steps):  # pragma: no cover - jitted
+    n = len(sol)
+    for _ in range(max_steps):
+        peak = t[1]
+        if peak <= limit:
+            return True
+        step = seg_argmax(t, d, size)
+        excess = peak - limit
+        best_score = np.inf
+        bv, bs = -1, -1
+        for v in range(n):
+            if not (start[v] <= step < end[v]):
+                continue
+            cur = sol[v]
+            cu = usage[ptr[v] + cur]
+            freeable = False
+            for s in range(k[v]):
+                if usage[ptr[v] + s] < cu:
+                    freeable = True
+                    break
+            if not freeable:
+                continue
+            local_costs(v, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, scratch)
+            for s in range(k[v]):
+                r = cu - usage[ptr[v] + s]
+                if r > 0:
+                    score = (scratch[s] - scratch[cur]) / min(r, excess)
+                    if score < best_score:
+                        best_score = score
+                        bv, bs = v, s
+        if bv < 0:
+            return False
+        seg_add(t, d, size, start[bv], end[bv], usage[ptr[bv] + bs] - usage[ptr[bv] + sol[bv]])
+        sol[bv] = bs
+    return t[1] <= limit
+
+
+class UsageTracker:
+    """Segment tree buffers for one search (not thread-safe)."""
+
+    def __init__(self, prep: Prepared) -> None:
+        self.prep = prep
+        T = max(1, prep.problem.horizon)
+        self.size = 1 << (T - 1).bit_length() if T > 1 else 1
+        self.size = max(self.size, 2)
+        self.t = np.zeros(2 * self.size, dtype=np.int64)
+        self.d = np.zeros(self.size, dtype=np.int64)
+        self.scratch = np.empty(int(prep.net.k.max()), dtype=np.float64)
+
+    def load(self, profile: NDArray[np.int64]) -> None:
+        seg_build(self.t, self.d, self.size, profile)
+
+    def _args(self, sol: NDArray[np.int64]) -> tuple:
+        net, p = self.prep.net, self.prep.problem
+        return (sol, net.unary, net.usage, net.ptr, net.k, net.adj_ptr, net.adj_nbr, net.adj_tab, net.tabs,
+                net.tab_off, net.tab_x, p.start, p.end, p.limit_or_minus1, self.t, self.d, self.size, self.scratch)
+
+
+def _profile(prep: Prepared, sol: NDArray[np.int64]) -> NDArray[np.int64]:
+    from problems.intraop.evaluate import usage_profile
+    return usage_profile(prep.problem, sol)
+
+
+def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 20) -> int:
+    """Greedy feasible-preserving swaps on ``sol`` (in place; must be within the limit). Returns swaps made."""
+    tracker.load(_profile(tracker.prep, sol))
+    return int(_improve(*tracker._args(sol), max_rounds))
+
+
+def repair(tracker: UsageTracker, sol: NDArray[np.int64], *, max_steps: int = 100_000) -> bool:
+    """Greedy usage-lowering swaps on ``sol`` (in place) until within the limit; False if stuck."""
+    if tracker.prep.problem.usage_limit is None:
+        return True
+    tracker.load(_profile(tracker.prep, sol))
+    return bool(_repair(*tracker._args(sol), max_steps))

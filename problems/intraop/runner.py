@@ -1,0 +1,130 @@
+"""In-process driver: several adaptive penalty searches on threads, best feasible kept.
+
+Following the contest winner, searches start from globally uniform weights on
+a log scale (0.1, 1, 10, 100; then 10^3 ... 10^6 while none is feasible), each
+with its own seed and small random perturbations. After this probing round the
+``workers`` searches whose probes gave the cheapest feasible solutions continue
+until the time limit. Kernels release the GIL, so threads run in parallel; a
+distributed driver can wrap the same :class:`~problems.intraop.penalty.PenaltySearch`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+
+from engine.records import Incumbent
+from problems.intraop.evaluate import evaluate
+from problems.intraop.model import IntraopProblem
+from problems.intraop.penalty import Found, PenaltySearch
+from problems.intraop.relaxed import Prepared, prepare
+
+#: Initial uniform weights tried first, and the escalation while nothing is feasible.
+FIRST_SCALES = (0.1, 1.0, 10.0, 100.0)
+MORE_SCALES = (1e3, 1e4, 1e5, 1e6)
+
+
+class _Best:
+    """Thread-safe best-so-far; reports each strict improvement once."""
+
+    def __init__(self, t0: float, on_improvement: Callable[[Incumbent], None] | None) -> None:
+        self.lock = threading.Lock()
+        self.t0 = t0
+        self.inc: Incumbent | None = None
+        self.first_feasible_s: float | None = None
+        self.on_improvement = on_improvement
+
+    def offer(self, found: Found, source: str) -> None:
+        with self.lock:
+            if self.inc is not None and found.cost >= self.inc.cost:
+                return
+            t = time.perf_counter() - self.t0
+            if self.first_feasible_s is None:
+                self.first_feasible_s = t
+            self.inc = Incumbent(cost=found.cost, solution=found.solution.tolist(), source=source, t_s=t)
+            if self.on_improvement is not None:
+                self.on_improvement(self.inc)
+
+
+def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, workers: int = 1,
+          on_improvement: Callable[[Incumbent], None] | None = None, prep: Prepared | None = None,
+          slice_s: float = 1.0) -> dict[str, Any]:
+    """Search for a cheap feasible assignment within ``time_limit_s`` seconds.
+
+    Args:
+        problem: the instance.
+        time_limit_s: wall-clock budget including preparation (the first probing round
+            always completes, so very small budgets may be exceeded by one solve per scale).
+        seed: root seed; searches get independent streams from ``SeedSequence(seed)``.
+        workers: searches run in parallel threads.
+        on_improvement: called (under a lock, from any thread) with each new best
+            :class:`~engine.records.Incumbent`; e.g. to write it to disk at once.
+        prep: prepared structures, if already built.
+        slice_s: how long a search runs between checks of the clock.
+
+    Returns:
+        ``{"problem", "instance", "cost", "feasible", "solution", "lower_bound", "gap",
+        "elapsed_s", "stopped_because", "time_to_first_feasible_s", "iterations", "workers",
+        "seed"}``; cost and solution are None when nothing feasible was found.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit_s
+    best = _Best(t0, on_improvement)
+    prep = prep if prep is not None else prepare(problem)
+    workers = max(1, int(workers))
+    scales = FIRST_SCALES + MORE_SCALES
+    seeds = {w0: int(ss.generate_state(1)[0]) for w0, ss in zip(scales, np.random.SeedSequence(seed).spawn(len(scales)))}
+    searches: list[PenaltySearch] = []
+    iterations = 0
+
+    def probe(w0: float) -> PenaltySearch:
+        s = PenaltySearch(prep, w0, seeds[w0])
+        found = s.iterate()
+        if found is not None:
+            best.offer(found, f"penalty-w{w0:g}")
+        return s
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for group in (FIRST_SCALES, MORE_SCALES):
+            searches += list(pool.map(probe, group))
+            if best.inc is not None or time.perf_counter() >= deadline:
+                break
+        ranked = sorted(searches, key=lambda s: (s.best() is None, s.best().cost if s.best() else 0))
+        active = ranked[:workers]
+
+        def run(s: PenaltySearch) -> None:
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                for f in s.step(min(slice_s, left)):
+                    best.offer(f, f"penalty-{id(s) % 1000}")
+
+        if not _exact_unconstrained(prep):
+            list(pool.map(run, active))
+    iterations = sum(s.iterations for s in searches)
+    elapsed = time.perf_counter() - t0
+    inc = best.inc
+    if inc is not None:  # the single source of truth re-checks what is reported
+        ev = evaluate(problem, inc.solution)
+        assert ev.feasible and ev.cost == inc.cost, ev
+    stopped = ("optimal" if inc is not None and _exact_unconstrained(prep)
+               else "time-limit" if inc is not None else "no-feasible-solution")
+    return {"problem": "intraop", "instance": problem.name, "cost": None if inc is None else inc.cost,
+            "feasible": inc is not None, "solution": None if inc is None else inc.solution,
+            "lower_bound": None, "gap": None, "elapsed_s": round(elapsed, 3), "stopped_because": stopped,
+            "time_to_first_feasible_s": best.first_feasible_s, "iterations": iterations,
+            "workers": workers, "seed": seed}
+
+
+def _exact_unconstrained(prep: Prepared) -> bool:
+    """True when one relaxed solve is provably optimal: no usage limit and an exactly solved core."""
+    if prep.problem.usage_limit is not None:
+        return False
+    from problems.intraop.relaxed import EXHAUSTIVE_LIMIT
+    k = prep.net.k[prep.plan.core].astype(np.float64)
+    return bool(np.log(k).sum() <= np.log(EXHAUSTIVE_LIMIT))
