@@ -181,5 +181,72 @@ def intraop() -> None:
     """Intra-operator sharding strategies (IOPDDL contest problem)."""
 
 
+@intraop.command("solve")
+@click.argument("instance", type=click.Path(dir_okay=False))
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Seconds, loading included.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Parallel penalty searches (threads).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write result.json here (rewritten at every improvement).")
+@click.option("--format", "fmt", type=click.Choice(["json", "contest"]), default="json", show_default=True,
+              help="stdout: the result document, or the contest's single line [s0, s1, ...].")
+@_user_errors
+def intraop_solve(instance: str, time_limit: float, workers: int, seed: int, out: str | None, fmt: str) -> None:
+    """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit."""
+    import time
+
+    from problems.intraop.io import load_problem
+    from problems.intraop.runner import solve
+
+    t0 = time.perf_counter()
+    if time_limit <= 0:
+        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    if workers < 1:
+        raise InputError(f"--workers: must be >= 1, got {workers}")
+    problem = load_problem(instance)
+
+    def save(inc: Any) -> None:
+        _write_json(out, {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
+                          "solution": inc.solution, "lower_bound": None, "gap": None,
+                          "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": "running"})
+
+    doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
+                workers=workers, on_improvement=save if out else None)
+    doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    _write_json(out, doc)
+    if fmt == "contest":
+        if doc["solution"] is not None:
+            click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
+    else:
+        click.echo(json.dumps(doc))
+    if not doc["feasible"]:
+        click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)
+        sys.exit(1)
+
+
+@intraop.command("evaluate")
+@click.argument("instance", type=click.Path(dir_okay=False))
+@click.argument("solution", type=click.Path(dir_okay=False))
+@_user_errors
+def intraop_evaluate(instance: str, solution: str) -> None:
+    """Score SOLUTION (a result.json or a contest line [s0, ...]) exactly on INSTANCE."""
+    from problems.intraop.evaluate import evaluate
+    from problems.intraop.io import load_problem
+
+    problem = load_problem(instance)
+    try:
+        doc = json.loads(Path(solution).read_text())
+        sol = doc["solution"] if isinstance(doc, dict) else doc
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{solution}: not a result file or a list of strategy indices ({e})") from None
+    if not isinstance(sol, list) or not all(type(s) is int for s in sol):
+        raise InputError(f"{solution}: solution: expected a list of integers")
+    ev = evaluate(problem, sol)
+    click.echo(json.dumps(ev.to_dict()))
+    if not ev.feasible:
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()
