@@ -55,6 +55,7 @@ class Coordinator:
         self.incumbent: Incumbent | None = None
         self.bound: Bound | None = None
         self.bounds: dict[str, Bound] = {}
+        self.groups: dict[str, dict[int, Bound]] = {}
         self.events: list[Event] = []
         self.rejected: list[tuple[str, str]] = []
         self._on_event = on_event
@@ -78,9 +79,18 @@ class Coordinator:
         return True
 
     def offer_bound(self, bound: Bound, worker: str = "") -> bool:
-        """Merge a proven lower bound. Returns True if it raised the best bound."""
+        """Merge a proven lower bound. Returns True if it raised the best bound.
+
+        A *group member* (``detail`` has ``group``, ``member`` and ``members``) is a bound
+        only for one case of a case split, e.g. guess-the-bottleneck's LB_j. The
+        coordinator keeps each member's best value and offers ``min`` over the members
+        as the group's bound once every member has reported: valid at every moment.
+        """
         if math.isnan(bound.value):
             return False
+        group = bound.detail.get("group") if bound.detail else None
+        if group is not None:
+            return self._offer_member(bound, worker, str(group))
         prev = self.bounds.get(bound.method)
         if prev is None or bound.value > prev.value or (bound.value == prev.value and bound.status != prev.status
                                                         and bound.status == "optimal"):
@@ -93,6 +103,26 @@ class Coordinator:
         self._event(Event(self.clock.elapsed(), worker or bound.method, "lower", bound.value, bound.method,
                           bound.status))
         return True
+
+    def _offer_member(self, bound: Bound, worker: str, group: str) -> bool:
+        members = self.groups.setdefault(group, {})
+        m = int(bound.detail["member"])
+        prev = members.get(m)
+        if prev is None or bound.value > prev.value or (bound.value == prev.value and bound.status == "optimal"):
+            members[m] = bound
+        n = int(bound.detail["members"])
+        if len(members) < n:
+            return False
+        worst = min(members.values(), key=lambda b: b.value)
+        status = "optimal" if all(b.status == "optimal" for b in members.values()) else "feasible"
+        per = [members[j].value for j in sorted(members)]
+        combined = Bound(group, worst.value, status, max(b.wall_s for b in members.values()), worst.solver,
+                         {"per_member": per, "argmin_member": int(worst.detail["member"])})
+        return self.offer_bound(combined, worker)
+
+    def member_bounds(self, group: str) -> dict[int, float]:
+        """Current best value of each reported member of a group."""
+        return {j: b.value for j, b in self.groups.get(group, {}).items()}
 
     def force_stop(self, reason: str) -> None:
         """Stop for an outside reason (e.g. ``"interrupted"``); the first reason sticks."""

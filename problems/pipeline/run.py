@@ -1,12 +1,16 @@
 """What a pipeline partitioning run is made of: evaluator, search islands, bound jobs, result.
 
 Problem-specific glue between :mod:`problems.pipeline` and the problem-agnostic
-runners (:mod:`engine.local_runner` in-process, :mod:`actors` on Ray).
+runners (:mod:`engine.local_runner` in-process, :mod:`actors` on Ray). Bound jobs
+are small picklable specs (``{"kind": ..., ...}``) resolved by
+:func:`run_bound_job` in whatever process holds the problem, so the problem
+crosses the wire once.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -17,6 +21,8 @@ from problems.pipeline.decoder import SliceDecoder, Split
 from problems.pipeline.evaluate import evaluate
 from problems.pipeline.model import PipelineProblem
 from problems.pipeline.search import PipelineSearch, mla_seeds
+
+GUESS_GROUP = "guess-the-bottleneck"
 
 
 class PipelineEvaluator:
@@ -46,27 +52,28 @@ def split_to_solution(split: Split) -> dict[str, Any]:
     return {"blocks": split.blocks.tolist(), "order": split.order.tolist()}
 
 
-def make_searches(problem: PipelineProblem, k: int, seed: int, islands: int = 1,
-                  population: int = 100) -> list[PipelineSearch]:
-    """BRKGA islands (independent streams from one SeedSequence), seeded with MLA orders."""
-    streams = np.random.SeedSequence(seed).spawn(islands + 1)
-    seeds = mla_seeds(problem, np.random.default_rng(streams[0]))
-    return [PipelineSearch(problem, k, np.random.default_rng(s), population=population, seeds=seeds)
-            for s in streams[1:]]
+def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, population: int = 100
+                ) -> PipelineSearch:
+    """Island ``index`` of a run seeded with ``seed``: its own stream from one SeedSequence,
+    its first generation seeded with the MLA and MLA-weighted orders."""
+    root = np.random.SeedSequence(seed)
+    mla_stream, *islands = root.spawn(index + 2)
+    seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
+    return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
+                          seeds=seeds)
 
 
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,
                elapsed_s: float) -> dict[str, Any]:
     """The ``result.json`` document (schema in the README)."""
     inc = coord.incumbent
-    lb = coord.lb
     bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
     return {
         "problem": "pipeline",
         "graph": problem.name,
         "k": k,
         "objective": None if inc is None else inc.cost,
-        "lower_bound": lb,
+        "lower_bound": coord.lb,
         "lower_bound_method": None if coord.bound is None else coord.bound.method,
         "gap": coord.gap,
         "blocks": None if inc is None else inc.solution["blocks"],
@@ -79,72 +86,69 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
     }
 
 
-def bound_record_line(b: Bound) -> str:
-    v = "-inf" if not math.isfinite(b.value) else f"{b.value:.6g}"
-    return f"{b.method}: {v} ({b.status}, {b.wall_s:.2f}s, {b.solver})"
+# ---------------------------------------------------------------------------------- bounds
+def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
+    """The bound hierarchy beyond ``simple``, cheapest first.
 
-
-class _Job:
-    """A named bound job for :func:`engine.local_runner.run_threads`."""
-
-    def __init__(self, name: str, fn: Any) -> None:
-        self.name = name
-        self._fn = fn
-
-    def __call__(self, ctx: Any) -> None:
-        self._fn(ctx)
-
-
-def make_bound_jobs(problem: PipelineProblem, k: int, time_limit_s: float, seed: int = 0) -> list[_Job]:
-    """The bound hierarchy as sequential jobs sharing the run's time budget.
-
-    simple (closed form) -> three-superblock ``bottleneck`` (≤ 10 % of the budget) ->
-    ``guess-the-bottleneck`` for k ≤ 8 (≤ 25 %; beyond that it adds little over
-    ``bottleneck``, Archer et al. 2024 Table 1) -> ``exact`` with the incumbent as a
-    warm start for the rest. The exact MIP's partitions are reported as solutions too.
+    ``share`` is the fraction of the remaining time a job takes when jobs run one
+    after another (in-process); run in parallel (Ray) each job may use all of it.
+    guess-the-bottleneck is one job per guessed stage j (a group the coordinator
+    combines as min_j); it is skipped for k > 8, where it adds little over
+    ``bottleneck`` (Archer et al. 2024, Table 1) and costs k models.
     """
+    specs: list[dict[str, Any]] = [{"kind": "bottleneck", "share": 0.10}]
+    if 2 <= k <= 8:
+        specs += [{"kind": "guess", "j": j, "share": 0.25 / k} for j in range(1, k + 1)]
+    specs.append({"kind": "exact", "share": 1.0})
+    return specs
+
+
+def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, seed: int = 0,
+                  parallel: bool = False, num_workers: int = 1) -> None:
+    """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,
+    ``time_left``, ``should_stop``)."""
     from problems.pipeline import bounds
 
-    def simple(ctx: Any) -> None:
-        ctx.bound(bounds.simple_bound(problem, k))
-
-    def bottleneck(ctx: Any) -> None:
-        ctx.bound(bounds.bottleneck_bound(problem, k, min(ctx.time_left(), 0.10 * time_limit_s),
-                                          random_seed=seed))
-
-    def guess(ctx: Any) -> None:
-        deadline = min(ctx.time_left(), 0.25 * time_limit_s)
-        jobs = bounds.guess_jobs(problem, k)
-        import time as _t
-        end = _t.monotonic() + deadline
-        out = []
-        for i, job in enumerate(jobs):
-            if ctx.should_stop():
-                return
-            share = max(0.05, (end - _t.monotonic()) / (len(jobs) - i))
-            out.append(job.run(share, random_seed=seed))
-        ctx.bound(bounds.combine_guesses(out, k))
-
-    def exact(ctx: Any) -> None:
+    budget = ctx.time_left() if parallel else ctx.time_left() * float(spec.get("share", 1.0))
+    if budget <= 0.05 or ctx.should_stop():
+        return
+    kind = spec["kind"]
+    stop_kw: dict[str, Any] = {}
+    if "should_stop" in bounds.exact_bound.__code__.co_varnames:
+        stop_kw["should_stop"] = ctx.should_stop
+    if kind == "bottleneck":
+        ctx.bound(bounds.bottleneck_bound(problem, k, budget, random_seed=seed, num_workers=num_workers))
+    elif kind == "guess":
+        j = int(spec["j"])
+        job = bounds.guess_jobs(problem, k)[j - 1]
+        b = job.run(budget, random_seed=seed, num_workers=num_workers)
+        ctx.bound(Bound(f"{GUESS_GROUP}[{j}]", b.value, b.status, b.wall_s, b.solver,
+                        {**b.detail, "group": GUESS_GROUP, "member": j, "members": k}))
+    elif kind == "exact":
         _, inc = ctx.incumbent()
         hint = None if inc is None else inc["blocks"]
+        t0 = time.monotonic()
 
         def on_event(ev: Any) -> None:
             if ev.kind == "incumbent" and ev.blocks is not None:
                 ctx.solution({"blocks": list(ev.blocks)}, "exact-mip")
             if math.isfinite(ev.bound):
-                ctx.bound(Bound("exact", ev.bound, "bound-only", ev.wall_s, bounds.SOLVER))
+                ctx.bound(Bound("exact", ev.bound, "bound-only", time.monotonic() - t0, bounds.SOLVER))
 
-        kwargs: dict[str, Any] = {"hint": hint, "on_event": on_event, "random_seed": seed}
-        if "should_stop" in bounds.exact_bound.__code__.co_varnames:
-            kwargs["should_stop"] = ctx.should_stop
-        ctx.bound(bounds.exact_bound(problem, k, ctx.time_left(), **kwargs))
+        ctx.bound(bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, random_seed=seed,
+                                     num_workers=num_workers, **stop_kw))
+    else:
+        raise ValueError(f"unknown bound job kind {kind!r}")
 
-    jobs = [_Job("simple", simple), _Job("bottleneck", bottleneck)]
-    if k <= 8:
-        jobs.append(_Job("guess-the-bottleneck", guess))
-    jobs.append(_Job("exact", exact))
-    return jobs
+
+# ------------------------------------------------------------------------------ in-process
+class _LocalJob:
+    def __init__(self, problem: PipelineProblem, k: int, spec: dict[str, Any], seed: int) -> None:
+        self.problem, self.k, self.spec, self.seed = problem, k, spec, seed
+        self.name = spec["kind"] + (f"[{spec['j']}]" if "j" in spec else "")
+
+    def __call__(self, ctx: Any) -> None:
+        run_bound_job(self.problem, self.k, self.spec, ctx, self.seed)
 
 
 def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0, target_gap: float = 0.0,
@@ -158,8 +162,9 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     Returns the final result document.
     """
     from engine.local_runner import run_threads
-    from engine.stopping import Clock, standard
     from engine.persist import write_json_atomic
+    from engine.stopping import Clock, standard
+    from problems.pipeline.bounds import simple_bound
 
     clock = Clock()
     holder: dict[str, Coordinator] = {}
@@ -173,11 +178,9 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     holder["c"] = coord
     if _expose is not None:  # lets a caller show live progress
         _expose.update(coord=coord, clock=clock)
-    # the simple bound is instant; know it before anything else
-    from problems.pipeline.bounds import simple_bound
-    coord.offer_bound(simple_bound(problem, k))
-    searches = make_searches(problem, k, seed, islands)
-    jobs = make_bound_jobs(problem, k, time_limit_s, seed)[1:] if bounds_enabled else []
+    coord.offer_bound(simple_bound(problem, k))  # closed form, instant
+    searches = [make_search(problem, k, seed, i) for i in range(islands)]
+    jobs = [_LocalJob(problem, k, s, seed) for s in bound_job_specs(problem, k)] if bounds_enabled else []
     reason, stats = run_threads(coord, searches, jobs, time_limit_s - clock.elapsed(),
                                 on_tick=progress, to_solution=split_to_solution)
     doc = result_doc(problem, k, coord, reason, clock.elapsed())

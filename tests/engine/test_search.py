@@ -124,3 +124,20 @@ def test_coordinator_rejects_infeasible_and_stops_at_gap() -> None:
     assert coord.stop_reason() is None
     coord.offer_bound(Bound("b", 9.0, "feasible", 0.1))
     assert coord.stop_reason() == "target-gap" and coord.gap == pytest.approx(0.1)
+
+
+def test_group_bound_is_min_over_members_only_when_all_reported() -> None:
+    coord = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+
+    def member(j: int, v: float) -> Bound:
+        return Bound("guess[j]", v, "feasible", 0.0, detail={"group": "guess", "member": j, "members": 3})
+
+    assert not coord.offer_bound(member(1, 5.0)) and coord.lb is None
+    coord.offer_bound(member(2, 7.0))
+    assert coord.lb is None  # member 3 missing: min over a subset would not be a bound
+    coord.offer_bound(member(3, 6.0))
+    assert coord.lb == 5.0 and coord.bound.method == "guess"
+    coord.offer_bound(member(1, 4.0))  # a worse report of a member never lowers anything
+    assert coord.lb == 5.0 and coord.member_bounds("guess")[1] == 5.0
+    coord.offer_bound(member(1, 9.0))
+    assert coord.lb == 6.0 and coord.bound.detail["argmin_member"] == 3

@@ -1,0 +1,143 @@
+"""The run directory: everything a run leaves on disk, written as it happens.
+
+Files (all rewritten atomically, so a reader or a crash never sees half a file):
+
+* ``config.json`` — the resolved run configuration, including the problem file's digest;
+* ``best_solution.json`` — the incumbent, rewritten at every accepted improvement;
+* ``events.parquet`` — every accepted improvement: ``t_s`` (seconds since the start of
+  the first session), ``worker``, ``kind`` (``upper`` | ``lower``), ``value``, ``method``,
+  ``status``, ``session`` (0 for the first run, +1 per resume);
+* ``checkpoint.json`` — incumbent, bounds and elapsed time, enough to resume;
+* ``result.json`` — the problem's result document (``"stopped_because": "running"``
+  while the run goes on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.coordinator import Coordinator, Event
+from engine.errors import InputError
+from engine.persist import write_json_atomic
+from engine.records import Bound, Incumbent
+
+EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind", pa.string()),
+                          ("value", pa.float64()), ("method", pa.string()), ("status", pa.string()),
+                          ("session", pa.int32())])
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes (identifies the problem a run directory belongs to)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_run_dir(root: str | Path = "runs") -> Path:
+    """``runs/<UTC timestamp>``, made unique with a suffix if it exists."""
+    base = Path(root) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    p, i = base, 1
+    while p.exists():
+        p = base.with_name(f"{base.name}-{i}")
+        i += 1
+    return p
+
+
+def _json_float(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else x
+
+
+class RunDir:
+    """Persists a coordinator's state; see the module docstring for the files."""
+
+    def __init__(self, path: str | Path, config: dict[str, Any], *, resume: bool = False) -> None:
+        self.path = Path(path)
+        self.config = config
+        self.session = 0
+        self.t_offset = 0.0
+        self.events: list[dict[str, Any]] = []
+        if resume:
+            old = self.load_checkpoint(self.path)
+            cfg = json.loads((self.path / "config.json").read_text())
+            for key in ("problem", "problem_digest", "params"):
+                if cfg.get(key) != config.get(key):
+                    raise InputError(f"{self.path}: config.json: {key} differs from this run "
+                                     f"({cfg.get(key)!r} vs {config.get(key)!r}); cannot resume")
+            self.session = int(old.get("session", 0)) + 1
+            self.t_offset = float(old.get("elapsed_s", 0.0))
+            ev = self.path / "events.parquet"
+            if ev.exists():
+                self.events = pq.read_table(ev).to_pylist()
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.path / "config.json", config)
+
+    # -- writing ------------------------------------------------------------------------
+    def record_event(self, e: Event) -> None:
+        row = asdict(e)
+        row["t_s"] = row["t_s"] + self.t_offset
+        row["session"] = self.session
+        self.events.append(row)
+        tmp = self.path / ".events.parquet.tmp"
+        pq.write_table(pa.Table.from_pylist(self.events, schema=EVENT_SCHEMA), tmp)
+        tmp.replace(self.path / "events.parquet")
+
+    def record_incumbent(self, inc: Incumbent) -> None:
+        write_json_atomic(self.path / "best_solution.json",
+                          {"cost": inc.cost, "source": inc.source, "t_s": inc.t_s + self.t_offset,
+                           "solution": inc.solution})
+
+    def checkpoint(self, coord: Coordinator, elapsed_s: float) -> None:
+        inc = coord.incumbent
+        doc = {
+            "session": self.session,
+            "elapsed_s": self.t_offset + elapsed_s,
+            "incumbent": None if inc is None else {"cost": inc.cost, "solution": inc.solution,
+                                                     "source": inc.source},
+            "bounds": [dict(b.to_dict(), value=_json_float(b.value)) for b in coord.bounds.values()],
+            "group_members": {g: [m.to_dict() for m in ms.values()] for g, ms in coord.groups.items()},
+        }
+        write_json_atomic(self.path / "checkpoint.json", doc)
+
+    def write_result(self, doc: dict[str, Any]) -> None:
+        write_json_atomic(self.path / "result.json", doc)
+
+    # -- reading ------------------------------------------------------------------------
+    @staticmethod
+    def load_checkpoint(path: str | Path) -> dict[str, Any]:
+        p = Path(path) / "checkpoint.json"
+        try:
+            return json.loads(p.read_text())
+        except OSError:
+            raise InputError(f"{p}: no checkpoint to resume from") from None
+        except ValueError as e:
+            raise InputError(f"{p}: unreadable checkpoint ({e})") from None
+
+    def restore_into(self, coord: Coordinator) -> None:
+        """Re-offer the checkpointed incumbent (re-scored by the evaluator) and bounds."""
+        old = self.load_checkpoint(self.path)
+        inc = old.get("incumbent")
+        if inc is not None:
+            coord.offer_solution(inc["solution"], f"resumed:{inc.get('source', '')}")
+        for rec in [*old.get("bounds", []), *[m for ms in old.get("group_members", {}).values() for m in ms]]:
+            if rec.get("value") is None:
+                continue
+            coord.offer_bound(Bound(rec["method"], float(rec["value"]), rec["status"], rec["wall_s"],
+                                    rec.get("solver", ""), rec.get("detail") or {}), "resumed")
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """The event log of a run directory as a list of rows (empty if none yet)."""
+    p = Path(path) / "events.parquet"
+    return pq.read_table(p).to_pylist() if p.exists() else []
