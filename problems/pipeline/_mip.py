@@ -1,0 +1,366 @@
+"""CP-SAT models behind :mod:`problems.pipeline.bounds`: integer scaling and one model builder.
+
+Every model here is a partition of the nodes into ``nb`` consecutive blocks
+numbered in DAG order (the exact MIP of Archer et al. 2024, Fig. 3, with x
+eliminated through ``x_vb = y_vb - y_v,b-1``). The relaxations are the same
+model with three blocks (superblocks) and fewer constraints.
+
+Rounding, in one place. CP-SAT needs integers, so every cost is multiplied by
+a power of two ``s`` (exact on floats) and rounded so that the image of any true
+partition stays feasible and its integer block costs never exceed ``s`` times
+its true block costs:
+
+* block-cost coefficients (work, cut bytes / B, parameter bytes / B, peak
+  bytes / B) are rounded DOWN, the memory M / B that is subtracted is rounded UP,
+  so each integer block cost is <= s * f(block);
+* constraint (14) ``sum work * x >= L`` becomes ``sum ceil(s work) x >= floor(s L)``,
+  which every true solution of (14) still satisfies;
+* an integer ``bottleneck >= block`` costs nothing, but ``cnt * bottleneck >=
+  block`` (a superblock of cnt blocks) may force ``bottleneck = ceil(s OPT)``,
+  i.e. up to one unit above ``s OPT``: those models subtract one unit (``slack``).
+
+Hence ``(proven integer bound - slack) / s <= OPT`` in exact arithmetic; the
+float value is finally nudged down by a few ulps per node, because the exact
+evaluator sums work in floating point and may land a few ulps below the real sum.
+All roundings are done with :class:`fractions.Fraction`, never in floats.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+from ortools.sat.python import cp_model
+
+from problems.pipeline.model import PipelineProblem
+
+#: Integer scale target: the largest possible block cost maps to about this many units.
+SCALE_TARGET = 2 ** 30
+
+_EPS = 2.0 ** -52
+
+
+def nudge_down(x: float, n: int) -> float:
+    """``x`` lowered by a relative ``4 (n + 8)`` ulps, covering float summation of ``n`` terms."""
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    return x - abs(x) * 4.0 * (n + 8) * _EPS
+
+
+def working_set_bytes(problem: PipelineProblem) -> NDArray[np.int64]:
+    """``ws(v) = size_out(v) + sum of size_out over v's producers``: live at v's step.
+
+    In any block S holding v, v's output and all of its inputs (from inside S or
+    from outside, as input tensors) are live while v runs, so ``peak(S) >= ws(v)``.
+    """
+    ws = np.array(problem.size_out, dtype=np.int64)
+    for v in range(problem.n):
+        for e in range(problem.pred_ptr[v], problem.pred_ptr[v + 1]):
+            ws[v] += problem.size_out[problem.pred[e]]
+    return ws
+
+
+def lemma33_work(problem: PipelineProblem, k: int) -> Fraction:
+    """Lemma 3.3 in exact arithmetic: some block has work >= max(max work, W / k)."""
+    if problem.n == 0:
+        return Fraction(0)
+    w = [Fraction(float(x)) for x in problem.work]
+    return max(max(w), sum(w) / k)
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """Integer coefficients of one instance at scale ``s`` (see the module docstring)."""
+
+    s: Fraction               # a power of two
+    work_lo: list[int]        # floor(s work(v))
+    work_hi: list[int]        # ceil(s work(v)), for constraint (14) only
+    out_lo: list[int]         # floor(s size_out(u) / B)
+    param_lo: list[int]       # floor(s size_param(v) / B)
+    ws_lo: list[int]          # floor(s ws(v) / B)
+    memory: Fraction | None   # s M / B, exact (None: unlimited)
+
+    def memory_hi(self, count: int) -> int:
+        """ceil(count * s * M / B): what ``count`` blocks may hold without overflow."""
+        assert self.memory is not None
+        return math.ceil(count * self.memory)
+
+    def floor_of(self, x: Fraction) -> int:
+        """floor(s x)."""
+        return math.floor(x * self.s)
+
+
+def scale(problem: PipelineProblem, target: int | None = None) -> Scaled:
+    """Choose ``s = 2^e`` so the largest conceivable block cost is about ``target`` units.
+
+    ``target`` defaults to :data:`SCALE_TARGET` (read at call time; tests lower it to
+    make every rounding coarse and its direction visible).
+    """
+    target = SCALE_TARGET if target is None else target
+    bw = Fraction(problem.bandwidth)
+    ws = working_set_bytes(problem)
+    total = Fraction(float(problem.work.sum())) + 2 * Fraction(int(problem.size_out.sum())) / bw
+    if problem.memory is not None:
+        total += Fraction(int(problem.size_param.sum()) + int(ws.max(initial=0))) / bw
+    e = 0 if total <= 0 else math.floor(math.log2(target / float(total)))
+    s = Fraction(2) ** e
+    w = [Fraction(float(x)) * s for x in problem.work]
+    return Scaled(
+        s=s,
+        work_lo=[math.floor(x) for x in w],
+        work_hi=[math.ceil(x) for x in w],
+        out_lo=[math.floor(Fraction(int(b)) * s / bw) for b in problem.size_out],
+        param_lo=[math.floor(Fraction(int(b)) * s / bw) for b in problem.size_param],
+        ws_lo=[math.floor(Fraction(int(b)) * s / bw) for b in ws],
+        memory=None if problem.memory is None else Fraction(int(problem.memory)) * s / bw,
+    )
+
+
+Lit = Any  # a cp_model BoolVar or the constant 0 / 1
+
+
+@dataclass
+class PartitionModel:
+    """A built CP-SAT model: ``y[v][b]`` = "v is in blocks 1..b" (b = 0..nb, constants at the ends)."""
+
+    model: cp_model.CpModel
+    nb: int
+    y: list[list[Lit]]
+    c: dict[tuple[int, int], Any]
+    block_cost: dict[int, Any]
+    objective: Any
+    slack: int
+    scaled: Scaled
+
+    def x(self, v: int, b: int) -> Any:
+        return self.y[v][b] - self.y[v][b - 1]
+
+
+class _Lin:
+    """Accumulates ``sum coef * lit + const`` with constant literals folded in."""
+
+    def __init__(self) -> None:
+        self.terms: dict[Any, int] = {}
+        self.const = 0
+
+    def add(self, lit: Lit, coef: int) -> None:
+        if isinstance(lit, int):
+            self.const += coef * lit
+        elif coef:
+            self.terms[lit] = self.terms.get(lit, 0) + coef
+
+    def add_x(self, row: list[Lit], b: int, coef: int) -> None:
+        """Add ``coef * x_vb = coef * (y_vb - y_v,b-1)``."""
+        self.add(row[b], coef)
+        self.add(row[b - 1], -coef)
+
+    def expr(self) -> Any:
+        items = [(v, a) for v, a in self.terms.items() if a]
+        if not items:
+            return self.const
+        return cp_model.LinearExpr.weighted_sum([v for v, _ in items], [a for _, a in items]) + self.const
+
+
+def _ge(model: cp_model.CpModel, lhs: Any, rhs: Any) -> None:
+    """``lhs >= rhs`` that tolerates constant sides (checked, not silently dropped)."""
+    if isinstance(lhs, int) and isinstance(rhs, int):
+        if lhs < rhs:
+            raise AssertionError("constant constraint violated while building the model")
+        return
+    model.add(lhs >= rhs)
+
+
+def build_partition_model(
+    problem: PipelineProblem,
+    sc: Scaled,
+    nb: int,
+    *,
+    dag: bool = True,
+    io: bool = True,
+    empty: Sequence[int] = (),
+    costed: Sequence[int] | None = None,
+    counts: Sequence[int] | None = None,
+    heavy_block: int | None = None,
+    heavy_work: Fraction | None = None,
+) -> PartitionModel:
+    """Build the partition model.
+
+    Args:
+        nb: number of (super)blocks.
+        dag: add the DAG constraints (8).
+        io: add the tensor cut variables and their costs (9), (10).
+        empty: blocks forced empty; only block 1 and block nb are supported.
+        costed: blocks whose cost is modelled (default: all).
+        counts: number of real blocks each (super)block stands for (default 1 each);
+            it scales the memory allowance and the ``bottleneck`` constraint.
+        heavy_block, heavy_work: constraint (14), block ``heavy_block`` has work >= heavy_work.
+    The objective is ``bottleneck`` with ``counts[b] * bottleneck >= block_b`` for costed b.
+    """
+    assert set(empty) <= {1, nb}
+    costed = list(range(1, nb + 1)) if costed is None else list(costed)
+    counts = [1] * nb if counts is None else list(counts)
+    model = cp_model.CpModel()
+    n = problem.n
+    y: list[list[Lit]] = []
+    for v in range(n):
+        row: list[Lit] = [0]
+        for b in range(1, nb):
+            if b == 1 and 1 in empty:
+                row.append(0)
+            elif b == nb - 1 and nb in empty:
+                row.append(1)
+            else:
+                row.append(model.new_bool_var(f"y{v}_{b}"))
+        row.append(1)
+        for b in range(1, nb + 1):
+            if not isinstance(row[b - 1], int) and not isinstance(row[b], int):
+                model.add_implication(row[b - 1], row[b])
+        y.append(row)
+
+    if dag:
+        for u, v in problem.edges:
+            for b in range(1, nb):
+                _ge(model, y[u][b], y[v][b])
+
+    c: dict[tuple[int, int], Any] = {}
+
+    def cut(u: int, b: int, rhs: Any) -> None:
+        if isinstance(rhs, int) and rhs <= 0:
+            return
+        if (u, b) not in c:
+            c[(u, b)] = model.new_bool_var(f"c{u}_{b}")
+        _ge(model, c[(u, b)], rhs)
+
+    if io:
+        for u, v in problem.edges:
+            u, v = int(u), int(v)
+            for b in costed:
+                if b >= 2:   # (9) the tensor of u enters block b
+                    cut(u, b, y[u][b - 1] + y[v][b] - y[v][b - 1] - 1)
+                if b <= nb - 1:   # (10) the tensor of u leaves block b
+                    cut(u, b, y[u][b] - y[u][b - 1] - y[v][b])
+
+    big = sum(sc.work_lo) + 2 * sum(sc.out_lo) + sum(sc.param_lo) + max(sc.ws_lo, default=0) + 1
+    block_cost: dict[int, Any] = {}
+    bottleneck = model.new_int_var(0, big, "bottleneck")
+    slack = 0
+    cuts_of: dict[int, list[tuple[int, Any]]] = {b: [] for b in costed}
+    for (u, b), var in c.items():
+        cuts_of[b].append((u, var))
+    for b in costed:
+        lin = _Lin()
+        for v in range(n):
+            lin.add_x(y[v], b, sc.work_lo[v])
+        cut_lin = _Lin()
+        for u, var in cuts_of[b]:
+            cut_lin.add(var, sc.out_lo[u])
+            lin.add(var, sc.out_lo[u])
+        if sc.memory is not None and counts[b - 1] > 0:
+            # Overflow of the block(s): sum_i (param_i + peak_i - M)^+ >= param + peak_lb - count M,
+            # with peak_lb either the boundary cut bytes (every input and output tensor is
+            # live at the last step; member blocks' cuts cover the superblock's) or the
+            # working set of one node (live at its step).
+            mem = sc.memory_hi(counts[b - 1])
+            param_lin = _Lin()
+            for v in range(n):
+                param_lin.add_x(y[v], b, sc.param_lo[v])
+            param = param_lin.expr()
+            over = model.new_int_var(0, big, f"over{b}")
+            if io:
+                _ge(model, over, param + cut_lin.expr() - mem)
+            if any(sc.ws_lo):
+                pk = model.new_int_var(0, max(sc.ws_lo), f"peak{b}")
+                for v in range(n):
+                    if sc.ws_lo[v]:
+                        _ge(model, pk, sc.ws_lo[v] * (y[v][b] - y[v][b - 1]))
+                _ge(model, over, param + pk - mem)
+            else:
+                _ge(model, over, param - mem)
+            lin.add(over, 1)
+        cost = lin.expr()
+        block_cost[b] = cost
+        if counts[b - 1] > 1:
+            slack = 1   # cnt * bottleneck >= cost may round the bottleneck up by one unit
+        _ge(model, counts[b - 1] * bottleneck, cost)
+
+    if heavy_block is not None:
+        assert heavy_work is not None
+        heavy = _Lin()
+        for v in range(n):
+            heavy.add_x(y[v], heavy_block, sc.work_hi[v])
+        _ge(model, heavy.expr(), sc.floor_of(heavy_work))
+    model.minimize(bottleneck)
+    return PartitionModel(model=model, nb=nb, y=y, c=c, block_cost=block_cost,
+                          objective=bottleneck, slack=slack, scaled=sc)
+
+
+def labels_from(pm: PartitionModel, value: Callable[[Any], int]) -> list[int]:
+    """Block label (0-based, DAG order) of every node from a solution's y values."""
+    out = []
+    for row in pm.y:
+        lab = 0
+        for b in range(1, pm.nb):
+            yb = row[b] if isinstance(row[b], int) else value(row[b])
+            if yb:
+                break
+            lab += 1
+        out.append(lab)
+    return out
+
+
+def add_hint(pm: PartitionModel, problem: PipelineProblem, labels: Sequence[int]) -> None:
+    """Warm start from block labels (0-based, DAG order, < nb): hints every y and c."""
+    for v, row in enumerate(pm.y):
+        for b in range(1, pm.nb):
+            if not isinstance(row[b], int):
+                pm.model.add_hint(row[b], int(labels[v] <= b - 1))
+    for (u, b), var in pm.c.items():
+        lu, here = labels[u], b - 1
+        cons = [labels[int(w)] for w in problem.succ[problem.succ_ptr[u]:problem.succ_ptr[u + 1]]]
+        val = (lu == here and any(lc > here for lc in cons)) or (lu < here and here in cons)
+        pm.model.add_hint(var, int(val))
+
+
+STATUS = {
+    cp_model.OPTIMAL: "optimal",
+    cp_model.FEASIBLE: "feasible",
+    cp_model.INFEASIBLE: "infeasible",
+    cp_model.MODEL_INVALID: "error: model invalid",
+    cp_model.UNKNOWN: "timeout",
+}
+
+
+def to_value(pm: PartitionModel, bound: float, n: int) -> float:
+    """A proven integer objective bound -> a valid lower bound on OPT (module docstring)."""
+    if not math.isfinite(bound):
+        return -math.inf
+    units = math.ceil(bound - 1e-6) - pm.slack   # the objective is integral
+    return nudge_down(float(Fraction(units) / pm.scaled.s), n)
+
+
+def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, random_seed: int,
+          callback: cp_model.CpSolverSolutionCallback | None = None,
+          on_bound: Callable[[float], None] | None = None) -> tuple[str, float, cp_model.CpSolver, float]:
+    """Solve; returns (status, valid lower bound, solver, wall seconds)."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
+    solver.parameters.num_workers = int(num_workers)
+    solver.parameters.random_seed = int(random_seed)
+    if on_bound is not None:
+        solver.best_bound_callback = lambda b: on_bound(to_value(pm, b, n))
+    t0 = time.perf_counter()
+    st = solver.solve(pm.model, callback)
+    wall = time.perf_counter() - t0
+    status = STATUS.get(st, f"error: status {st}")
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        value = to_value(pm, solver.best_objective_bound, n)
+        if st == cp_model.UNKNOWN and math.isfinite(value):
+            status = "bound-only"
+    else:
+        value = -math.inf
+    return status, value, solver, wall

@@ -1,0 +1,300 @@
+"""Lower bounds on the MTPP optimum (Archer et al. 2024, §3), with CP-SAT.
+
+Every function returns an :class:`engine.records.Bound` whose ``value`` is a
+proven lower bound on OPT, the minimum bottleneck cost over all acyclic
+partitions into at most k blocks, with the cost of :mod:`problems.pipeline._kernels`
+(overflow included when the memory is limited). MIP values always come from
+the solver's proven objective bound, never from an incumbent, and are scaled
+and rounded conservatively (see :mod:`problems.pipeline._mip`).
+
+Methods, from cheap to strong:
+
+* ``simple``: closed form (Lemma 3.3 plus two memory-overflow bounds);
+* ``bottleneck-no-dag`` / ``bottleneck-no-io`` / ``bottleneck``: the three-superblock
+  MIP (size independent of k) without the DAG constraints, without tensor cut
+  costs, and complete;
+* ``guess-the-bottleneck``: ``min_j LB_j`` over k independent three-superblock models,
+  one per guessed position j of the bottleneck block (see :func:`guess_jobs`);
+* ``exact``: the exact MIP with k blocks (Fig. 3); it also finds partitions, which
+  callers must re-score with :func:`problems.pipeline.evaluate.evaluate`.
+
+Memory: when M is set, a (super)block of ``cnt`` blocks pays at least
+``(param + peak_lb - cnt M)^+ / B``, where ``peak_lb`` is the bytes of the tensors cut
+by its boundary (all live at the last step) or one node's working set
+``ws(v) = size_out(v) + sum of its inputs`` (live while v runs). The exact MIP is
+therefore exact without a memory limit and a relaxation with one, since the true
+peak depends on the schedule.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable, Sequence
+
+from engine.errors import InputError
+from engine.records import Bound
+from problems.pipeline import _mip
+from problems.pipeline.model import PipelineProblem
+
+__all__ = [
+    "BOTTLENECK_VARIANTS",
+    "METHODS",
+    "BoundJob",
+    "SolveEvent",
+    "bottleneck_bound",
+    "combine_guesses",
+    "exact_bound",
+    "guess_jobs",
+    "guess_the_bottleneck",
+    "lower_bound",
+    "simple_bound",
+]
+
+BOTTLENECK_VARIANTS = ("bottleneck", "bottleneck-no-dag", "bottleneck-no-io")
+METHODS = ("simple", *BOTTLENECK_VARIANTS, "guess-the-bottleneck", "exact")
+GUESS = "guess-the-bottleneck"
+SOLVER = "cp-sat"
+
+
+def _check_k(problem: PipelineProblem, k: int) -> None:
+    if not isinstance(k, int) or k < 1:
+        raise InputError(f"k: expected an integer >= 1, got {k!r}")
+
+
+def simple_bound(problem: PipelineProblem, k: int) -> Bound:
+    """Closed-form lower bound, the maximum of:
+
+    * Lemma 3.3: ``max(max_v work(v), W / k)``;
+    * with memory M, per node: the block holding v costs at least
+      ``work(v) + (size_param(v) + ws(v) - M)^+ / B`` (its peak is at least ``ws(v)``);
+    * with memory M, averaged: the k block costs sum to at least
+      ``W + (sum size_param + max_v ws(v) - k M)^+ / B``, since
+      ``sum_b (a_b - M)^+ >= (sum_b a_b - k M)^+`` and the peaks sum to at least
+      one working set; the bottleneck is at least a k-th of that.
+
+    Computed in exact rational arithmetic, then nudged down a few ulps.
+    """
+    t0 = time.perf_counter()
+    _check_k(problem, k)
+    n = problem.n
+    detail: dict[str, Any] = {"k": k}
+    if n == 0:
+        return Bound("simple", 0.0, "closed-form", time.perf_counter() - t0, "closed-form", detail)
+    lemma = _mip.lemma33_work(problem, k)
+    best = lemma
+    detail["lemma_3_3"] = float(lemma)
+    if problem.memory is not None:
+        bw = Fraction(problem.bandwidth)
+        mem = int(problem.memory)
+        ws = _mip.working_set_bytes(problem)
+        per_node = max(Fraction(float(problem.work[v])) + Fraction(max(0, int(problem.size_param[v]) + int(ws[v]) - mem)) / bw
+                       for v in range(n))
+        total_work = sum((Fraction(float(w)) for w in problem.work), Fraction(0))
+        spill = max(0, int(problem.size_param.sum()) + int(ws.max()) - k * mem)
+        averaged = (total_work + Fraction(spill) / bw) / k
+        detail["per_node"] = float(per_node)
+        detail["averaged"] = float(averaged)
+        best = max(best, per_node, averaged)
+    value = _mip.nudge_down(float(best), n)
+    return Bound("simple", value, "closed-form", time.perf_counter() - t0, "closed-form", detail)
+
+
+def _bound(method: str, status: str, value: float, wall: float, detail: dict[str, Any]) -> Bound:
+    if status == "infeasible":
+        # Every model here admits the image of any partition, so this is a modelling bug.
+        detail["error"] = "relaxation reported infeasible: this is a bug, the value proves nothing"
+        value = -math.inf
+    return Bound(method, value, status, wall, SOLVER, detail)
+
+
+def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
+                     variant: str = "bottleneck", num_workers: int = 1, random_seed: int = 0) -> Bound:
+    """The three-superblock relaxation (Corollary 3.4) or one of its two relaxations.
+
+    Minimises the cost of the middle superblock subject to (14): it holds at least the
+    Lemma 3.3 work. ``bottleneck-no-dag`` drops the DAG constraints (8),
+    ``bottleneck-no-io`` the tensor cut costs (and the cut part of the peak bound).
+
+    Args:
+        variant: one of :data:`BOTTLENECK_VARIANTS`.
+        time_limit_s: CP-SAT time limit; on timeout the best proven bound is returned.
+    """
+    t0 = time.perf_counter()
+    _check_k(problem, k)
+    if variant not in BOTTLENECK_VARIANTS:
+        raise ValueError(f"unknown bottleneck variant {variant!r}")
+    sc = _mip.scale(problem)
+    pm = _mip.build_partition_model(problem, sc, 3, dag=variant != "bottleneck-no-dag",
+                                    io=variant != "bottleneck-no-io", costed=[2],
+                                    heavy_block=2, heavy_work=_mip.lemma33_work(problem, k))
+    status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s,
+                                     num_workers=num_workers, random_seed=random_seed)
+    return _bound(variant, status, value, time.perf_counter() - t0, {"k": k, "scale": float(sc.s)})
+
+
+@dataclass(frozen=True)
+class BoundJob:
+    """One independent, picklable bound computation (e.g. one guess j of guess-the-bottleneck).
+
+    ``run`` builds the model in the calling process, so only the problem and a few
+    integers cross the wire.
+    """
+
+    problem: PipelineProblem
+    k: int
+    j: int
+
+    def run(self, time_limit_s: float, *, num_workers: int = 1, random_seed: int = 0) -> Bound:
+        """LB_j: the bottleneck is block j, with j-1 blocks before it and k-j after it."""
+        t0 = time.perf_counter()
+        p, k, j = self.problem, self.k, self.j
+        sc = _mip.scale(p)
+        empty = ([1] if j == 1 else []) + ([3] if j == k else [])
+        pm = _mip.build_partition_model(
+            p, sc, 3, empty=empty, costed=[b for b in (1, 2, 3) if b not in empty],
+            counts=[j - 1, 1, k - j], heavy_block=2, heavy_work=_mip.lemma33_work(p, k))
+        status, value, _, _ = _mip.solve(pm, p.n, time_limit_s=time_limit_s,
+                                         num_workers=num_workers, random_seed=random_seed)
+        return _bound(GUESS, status, value, time.perf_counter() - t0,
+                      {"k": k, "j": j, "scale": float(sc.s)})
+
+
+def guess_jobs(problem: PipelineProblem, k: int) -> list[BoundJob]:
+    """The k jobs LB_1..LB_k of guess-the-bottleneck; combine them with :func:`combine_guesses`.
+
+    LB_j and LB_{k+1-j} differ (edges point from superblock 1 to 3), so all k are needed.
+    """
+    _check_k(problem, k)
+    return [BoundJob(problem, k, j) for j in range(1, k + 1)]
+
+
+def combine_guesses(bounds: Sequence[Bound], k: int) -> Bound:
+    """``min_j LB_j`` over the results of all k :func:`guess_jobs`.
+
+    Raises:
+        ValueError: a guess is missing or duplicated (the minimum over a subset is not a bound).
+    """
+    js = sorted(int(b.detail["j"]) for b in bounds)
+    if js != list(range(1, k + 1)):
+        raise ValueError(f"guess-the-bottleneck needs exactly one bound per j = 1..{k}, got {js}")
+    worst = min(bounds, key=lambda b: b.value)
+    statuses = {b.status for b in bounds}
+    status = "optimal" if statuses == {"optimal"} else (
+        "timeout" if worst.value == -math.inf else "feasible")
+    bad = [b.status for b in bounds if b.status.startswith("error") or b.status == "infeasible"]
+    if bad:
+        status = bad[0]
+    detail = {"k": k, "per_j": [b.value for b in sorted(bounds, key=lambda b: b.detail["j"])],
+              "per_j_status": [b.status for b in sorted(bounds, key=lambda b: b.detail["j"])],
+              "argmin_j": worst.detail["j"]}
+    return Bound(GUESS, worst.value, status, sum(b.wall_s for b in bounds), SOLVER, detail)
+
+
+def guess_the_bottleneck(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
+                         num_workers: int = 1, random_seed: int = 0) -> Bound:
+    """Run all :func:`guess_jobs` one after the other within ``time_limit_s`` in total.
+
+    Each guess gets an equal share of the time that is left, so time saved by an
+    early proof goes to the later guesses.
+    """
+    jobs = guess_jobs(problem, k)
+    deadline = time.perf_counter() + time_limit_s
+    out = []
+    for i, job in enumerate(jobs):
+        share = max(0.01, (deadline - time.perf_counter()) / (len(jobs) - i))
+        out.append(job.run(share, num_workers=num_workers, random_seed=random_seed))
+    return combine_guesses(out, k)
+
+
+@dataclass(frozen=True)
+class SolveEvent:
+    """Progress of an exact solve, for a distributed layer.
+
+    Attributes:
+        kind: ``"bound"`` (a better proven lower bound) or ``"incumbent"`` (a new partition).
+        bound: the best proven lower bound so far (valid, already converted and nudged).
+        blocks: for incumbents, block label per node (0-based, DAG order); re-score it
+            with the exact evaluator, never trust ``mip_value``.
+        mip_value: the model's objective for the incumbent (descaled, approximate).
+        wall_s: seconds since the solve started.
+    """
+
+    kind: str
+    bound: float
+    blocks: tuple[int, ...] | None = None
+    mip_value: float | None = None
+    wall_s: float = 0.0
+
+
+class _Incumbents(_mip.cp_model.CpSolverSolutionCallback):
+    def __init__(self, pm: _mip.PartitionModel, n: int, t0: float,
+                 on_event: Callable[[SolveEvent], None] | None) -> None:
+        super().__init__()
+        self.pm, self.n, self.t0, self.on_event = pm, n, t0, on_event
+        self.best: list[int] | None = None
+        self.best_mip_value: float | None = None
+
+    def on_solution_callback(self) -> None:
+        labels = _mip.labels_from(self.pm, self.boolean_value)
+        self.best = labels
+        self.best_mip_value = float(Fraction(int(self.objective_value)) / self.pm.scaled.s)
+        if self.on_event is not None:
+            bound = _mip.to_value(self.pm, self.best_objective_bound, self.n)
+            self.on_event(SolveEvent("incumbent", bound, tuple(labels), self.best_mip_value,
+                                     time.perf_counter() - self.t0))
+
+
+def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
+                hint: Sequence[int] | None = None,
+                on_event: Callable[[SolveEvent], None] | None = None,
+                num_workers: int = 1, random_seed: int = 0) -> Bound:
+    """The exact MIP with k blocks (Fig. 3): a lower bound, and partitions on the way.
+
+    Without a memory limit its optimum is OPT (up to the conservative rounding);
+    with one it is a relaxation (the peak is bounded, not scheduled).
+
+    Args:
+        hint: optional warm start, a block label per node of a feasible partition
+            (any labels; renumbered in DAG order; at most k blocks).
+        on_event: called from solver threads with :class:`SolveEvent` on every new
+            incumbent and every improvement of the proven bound; keep it cheap.
+    Returns:
+        A bound whose ``detail["blocks"]`` is the last (best) partition found, block per
+        node in DAG order, or None; ``detail["mip_value"]`` its approximate model cost.
+    Raises:
+        InputError: the hint is not an acyclic partition into at most k blocks.
+    """
+    t0 = time.perf_counter()
+    _check_k(problem, k)
+    sc = _mip.scale(problem)
+    pm = _mip.build_partition_model(problem, sc, k)
+    if hint is not None:
+        from problems.pipeline.evaluate import evaluate
+        labels = evaluate(problem, hint, k=k).blocks.tolist()
+        _mip.add_hint(pm, problem, labels)
+    cb = _Incumbents(pm, problem.n, t0, on_event)
+    on_bound = None
+    if on_event is not None:
+        def on_bound(value: float) -> None:
+            on_event(SolveEvent("bound", value, wall_s=time.perf_counter() - t0))
+    status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
+                                     random_seed=random_seed, callback=cb, on_bound=on_bound)
+    detail = {"k": k, "scale": float(sc.s), "blocks": cb.best, "mip_value": cb.best_mip_value}
+    return _bound("exact", status, value, time.perf_counter() - t0, detail)
+
+
+def lower_bound(problem: PipelineProblem, k: int, method: str, time_limit_s: float = 60.0,
+                **kwargs: Any) -> Bound:
+    """Dispatch to a method of :data:`METHODS` by name (``kwargs`` go to the method)."""
+    if method == "simple":
+        return simple_bound(problem, k)
+    if method in BOTTLENECK_VARIANTS:
+        return bottleneck_bound(problem, k, time_limit_s, variant=method, **kwargs)
+    if method == GUESS:
+        return guess_the_bottleneck(problem, k, time_limit_s, **kwargs)
+    if method == "exact":
+        return exact_bound(problem, k, time_limit_s, **kwargs)
+    raise ValueError(f"unknown bound method {method!r}; expected one of {METHODS}")
