@@ -43,6 +43,12 @@ def prepare(problem: IntraopProblem, *, max_fill: int | None = 4096) -> Prepared
     return Prepared(problem, net, plan_reduction(net, max_fill=max_fill))
 
 
+def core_is_tiny(prep: Prepared) -> bool:
+    """True when the core has at most :data:`EXHAUSTIVE_LIMIT` joint assignments (solved exactly)."""
+    k = prep.net.k[prep.plan.core].astype(np.float64)
+    return bool(np.log(k).sum() <= np.log(max(EXHAUSTIVE_LIMIT, 1)))
+
+
 class RelaxedSolver:
     """Per-search buffers and the relaxed solve; not thread-safe, one per search."""
 
@@ -56,7 +62,7 @@ class RelaxedSolver:
         self._scratch = np.empty(int(net.k.max()), dtype=np.float64)
         self._i64 = [np.zeros(n, dtype=np.int64) for _ in range(4)]
         self._order = np.zeros(max(1, len(plan.core)), dtype=np.int64)
-        self.exhaustive = bool(np.log(net.k[plan.core].astype(np.float64)).sum() <= np.log(EXHAUSTIVE_LIMIT))
+        self.exhaustive = core_is_tiny(prep)
         # TRW-S state: messages into each core node along each of its adjacency entries
         core = plan.core
         deg = np.diff(plan.adj_ptr)

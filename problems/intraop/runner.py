@@ -21,7 +21,7 @@ from engine.records import Incumbent
 from problems.intraop.evaluate import evaluate
 from problems.intraop.model import IntraopProblem
 from problems.intraop.penalty import Found, PenaltySearch
-from problems.intraop.relaxed import Prepared, prepare
+from problems.intraop.relaxed import Prepared, core_is_tiny, prepare
 
 #: Initial uniform weights tried first, and the escalation while nothing is feasible.
 FIRST_SCALES = (0.1, 1.0, 10.0, 100.0)
@@ -52,7 +52,7 @@ class _Best:
 
 def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, workers: int = 1,
           on_improvement: Callable[[Incumbent], None] | None = None, prep: Prepared | None = None,
-          slice_s: float = 1.0) -> dict[str, Any]:
+          slice_s: float = 1.0, max_iterations: int | None = None) -> dict[str, Any]:
     """Search for a cheap feasible assignment within ``time_limit_s`` seconds.
 
     Args:
@@ -65,6 +65,8 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
             :class:`~engine.records.Incumbent`; e.g. to write it to disk at once.
         prep: prepared structures, if already built.
         slice_s: how long a search runs between checks of the clock.
+        max_iterations: stop each search after this many iterations (probe included);
+            makes short runs deterministic for a given seed.
 
     Returns:
         ``{"problem", "instance", "cost", "feasible", "solution", "lower_bound", "gap",
@@ -97,12 +99,20 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
         active = ranked[:workers]
 
         def run(s: PenaltySearch) -> None:
+            name = f"penalty-{searches.index(s)}"
             while True:
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     return
+                if max_iterations is not None:
+                    if s.iterations >= max_iterations:
+                        return
+                    found = s.iterate()
+                    if found is not None:
+                        best.offer(found, name)
+                    continue
                 for f in s.step(min(slice_s, left)):
-                    best.offer(f, f"penalty-{id(s) % 1000}")
+                    best.offer(f, name)
 
         if not _exact_unconstrained(prep):
             list(pool.map(run, active))
@@ -112,8 +122,14 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
     if inc is not None:  # the single source of truth re-checks what is reported
         ev = evaluate(problem, inc.solution)
         assert ev.feasible and ev.cost == inc.cost, ev
-    stopped = ("optimal" if inc is not None and _exact_unconstrained(prep)
-               else "time-limit" if inc is not None else "no-feasible-solution")
+    if _exact_unconstrained(prep):
+        stopped = "optimal"
+    elif max_iterations is not None and all(s.iterations >= max_iterations for s in active):
+        stopped = "iteration-limit"
+    else:
+        stopped = "time-limit"
+    if inc is None:
+        stopped = f"no-feasible-solution ({stopped})"
     return {"problem": "intraop", "instance": problem.name, "cost": None if inc is None else inc.cost,
             "feasible": inc is not None, "solution": None if inc is None else inc.solution,
             "lower_bound": None, "gap": None, "elapsed_s": round(elapsed, 3), "stopped_because": stopped,
@@ -123,8 +139,4 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
 
 def _exact_unconstrained(prep: Prepared) -> bool:
     """True when one relaxed solve is provably optimal: no usage limit and an exactly solved core."""
-    if prep.problem.usage_limit is not None:
-        return False
-    from problems.intraop.relaxed import EXHAUSTIVE_LIMIT
-    k = prep.net.k[prep.plan.core].astype(np.float64)
-    return bool(np.log(k).sum() <= np.log(EXHAUSTIVE_LIMIT))
+    return prep.problem.usage_limit is None and core_is_tiny(prep)

@@ -73,3 +73,34 @@ def relaxed_value(p: IntraopProblem, weight: Sequence[int], sol: Sequence[int]) 
 
 def relaxed_optimum(p: IntraopProblem, weight: Sequence[int]) -> int:
     return min(relaxed_value(p, weight, sol) for sol in all_solutions(p))
+
+
+def brute_force_table(p: IntraopProblem) -> tuple[int | None, list[int] | None]:
+    """Same as :func:`brute_force`, vectorised over all assignments (numpy, int64).
+
+    Forbidden entries are tracked as a mask, so the int64 cost sums cannot overflow.
+    """
+    import numpy as np
+
+    cost, use, ecost = tables(p)
+    S = np.array(list(all_solutions(p)), dtype=np.int64).reshape(-1, p.n)
+    total = np.zeros(len(S), dtype=np.int64)
+    bad = np.zeros(len(S), dtype=bool)
+    T = max([int(e) for e in p.end] + [0])
+    prof = np.zeros((len(S), T), dtype=np.int64)
+    for v in range(p.n):
+        c = np.array(cost[v], dtype=np.int64)[S[:, v]]
+        bad |= c >= FORBIDDEN
+        total += np.where(c >= FORBIDDEN, 0, c)
+        prof[:, int(p.start[v]):int(p.end[v])] += np.array(use[v], dtype=np.int64)[S[:, v], None]
+    for e in range(p.m):
+        u, v = int(p.edge_u[e]), int(p.edge_v[e])
+        c = np.array(ecost[e], dtype=np.int64)[S[:, u] * len(cost[v]) + S[:, v]]
+        bad |= c >= FORBIDDEN
+        total += np.where(c >= FORBIDDEN, 0, c)
+    if p.usage_limit is not None and T:
+        bad |= prof.max(axis=1) > p.usage_limit
+    if bad.all():
+        return None, None
+    i = int(np.argmin(np.where(bad, np.iinfo(np.int64).max, total)))
+    return int(total[i]), S[i].tolist()

@@ -1,0 +1,82 @@
+"""Degree <= 2 elimination is exact: the relaxed optimum is unchanged (brute force decides)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from problems.intraop import _kernels as K
+from problems.intraop.generators import random_instance
+from problems.intraop.network import build_network
+from problems.intraop.reduce import new_work, plan_reduction, reconstruct, run_plan
+from problems.intraop.relaxed import RelaxedSolver, prepare
+from tests.problems.intraop.reference import relaxed_optimum, relaxed_value
+
+
+def _reduced_optimum(p, weight, max_fill):
+    net = build_network(p)
+    plan = plan_reduction(net, max_fill=max_fill, max_work=None if max_fill is None else 1 << 22)
+    theta = np.empty(len(net.unary))
+    K.penalised_unary(net.unary, net.usage, net.ptr, weight.astype(np.float64), theta)
+    work = new_work(net, plan)
+    run_plan(plan, net, theta, work)
+    sol = np.zeros(p.n, dtype=np.int64)
+    core_value = 0.0
+    if len(plan.core):
+        core_value = K.exhaustive(plan.core, sol, theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr,
+                                  plan.adj_tab, work, plan.tab_off, plan.tab_x)
+    reconstruct(plan, net, theta, work, sol)
+    return plan, sol, core_value
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_elimination_keeps_the_relaxed_optimum(seed):
+    rng = np.random.default_rng(seed)
+    n = 2 + seed % 7
+    p = random_instance(n, seed, max_k=3, edge_p=0.15 + 0.1 * (seed % 5), self_loops=seed % 3 == 0)
+    w = rng.integers(0, 4, size=n)
+    plan, sol, core_value = _reduced_optimum(p, w, None if seed % 2 else 2)
+    want = relaxed_optimum(p, w.tolist())
+    assert relaxed_value(p, w.tolist(), sol.tolist()) == want
+    if len(plan.core):  # the core's own optimum plus eliminated parts is the same value
+        assert all(d >= 3 for d in np.diff(plan.adj_ptr)[plan.core]) or seed % 2 == 0
+    assert len(plan.core) + plan.num_ops == n
+
+
+def test_trees_and_cycles_reduce_completely():
+    for seed in range(20):
+        p = random_instance(8, seed, edge_p=0.1)
+        plan = plan_reduction(build_network(p), max_fill=None, max_work=None)
+        assert len(plan.core) == 0 or min(np.diff(plan.adj_ptr)[plan.core]) >= 3
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_relaxed_solver_is_exact_on_tiny_cores(seed):
+    p = random_instance(7, seed, max_k=3, edge_p=0.5, limit_quantile=None)
+    w = np.random.default_rng(seed).integers(0, 3, size=7)
+    s = RelaxedSolver(prepare(p)).solve(w.astype(np.float64), np.random.default_rng(0))
+    assert relaxed_value(p, w.tolist(), s.tolist()) == relaxed_optimum(p, w.tolist())
+
+
+def test_core_search_never_worsens_and_finds_optimum_mostly(monkeypatch):
+    """TRW-S + induced-forest descent without the exhaustive shortcut."""
+    import problems.intraop.relaxed as RX
+    monkeypatch.setattr(RX, "EXHAUSTIVE_LIMIT", 0)
+    hits = total = 0
+    for seed in range(60):
+        p = random_instance(8, seed, max_k=3, edge_p=0.5, limit_quantile=None)
+        prep = prepare(p, max_fill=None)
+        if not len(prep.plan.core):
+            continue
+        w = np.zeros(p.n)
+        solver = RX.RelaxedSolver(prep)
+        start = np.zeros(p.n, dtype=np.int64)
+        s = solver.solve(w, np.random.default_rng(seed), warm=start)
+        got = relaxed_value(p, [0] * p.n, s.tolist())
+        full_start = start.copy()
+        reconstruct(prep.plan, prep.net, solver.theta, solver.work, full_start)
+        assert got <= relaxed_value(p, [0] * p.n, full_start.tolist())
+        total += 1
+        hits += got == relaxed_optimum(p, [0] * p.n)
+    print(f"core search optimal on {hits}/{total}")
+    assert total >= 20 and hits >= 0.85 * total
