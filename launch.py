@@ -49,33 +49,6 @@ def pipeline() -> None:
     """Max-throughput pipeline partitioning (MTPP)."""
 
 
-def _progress_printer(quiet: bool) -> Callable[..., Any] | None:
-    """A live status line on a terminal, a plain line every 5 s otherwise; None if quiet."""
-    if quiet:
-        return None
-    import time
-
-    state = {"last": 0.0}
-    tty = sys.stderr.isatty()
-
-    def show(coord: Any, evals: int, elapsed: float) -> None:
-        now = time.monotonic()
-        if now - state["last"] < (0.5 if tty else 5.0):
-            return
-        state["last"] = now
-        ub = "-" if coord.ub is None else f"{coord.ub:.6g}"
-        lb = "-" if coord.lb is None else f"{coord.lb:.6g}"
-        gap = "-" if coord.gap is None else f"{100 * coord.gap:.2f}%"
-        rate = evals / elapsed if elapsed > 0 else 0.0
-        line = f"[{elapsed:7.1f}s] best {ub}  bound {lb}  gap {gap}  {rate:,.0f} evals/s"
-        if tty:
-            click.echo("\r" + line.ljust(79), nl=False, err=True)
-        else:
-            click.echo(line, err=True)
-
-    return show
-
-
 def _print_pipeline_result(doc: dict[str, Any]) -> None:
     if doc["objective"] is None:
         click.echo(f"no feasible partition found ({doc['stopped_because']})")
@@ -89,44 +62,130 @@ def _print_pipeline_result(doc: dict[str, Any]) -> None:
     click.echo(f"stage costs: [{costs}]")
 
 
-@pipeline.command("solve")
-@click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds.")
-@click.option("--target-gap", type=float, default=0.0, show_default=True,
-              help="Stop once 1 - bound/objective is at most this (0.05 = 5 %).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands (threads).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write result.json here (rewritten at every improvement).")
-@click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
-@_user_errors
-def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, islands: int,
-                   out: str | None, no_bounds: bool, quiet: bool) -> None:
-    """Partition GRAPH into at most K stages and certify the result with lower bounds."""
-    from problems.pipeline.io import load_graph
-    from problems.pipeline.run import solve_local
+def _status_printer(quiet: bool) -> Callable[[dict[str, Any]], None] | None:
+    """Progress from coordinator status dicts: a live line on a terminal, plain lines every 5 s otherwise."""
+    if quiet:
+        return None
+    import time
 
-    if k < 1:
-        raise InputError(f"-k: must be >= 1, got {k}")
+    state = {"last": 0.0}
+    tty = sys.stderr.isatty()
+
+    def show(st: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if now - state["last"] < (0.5 if tty else 5.0):
+            return
+        state["last"] = now
+        ub = "-" if st["ub"] is None else f"{st['ub']:.6g}"
+        lb = "-" if st["lb"] is None else f"{st['lb']:.6g}"
+        gap = "-" if st["gap"] is None else f"{100 * st['gap']:.2f}%"
+        rate = st["evals"] / st["elapsed"] if st["elapsed"] > 0 else 0.0
+        alive = f"  workers {len(st['nodes'])}" if "nodes" in st else ""
+        line = f"[{st['elapsed']:7.1f}s] best {ub}  bound {lb}  gap {gap}  {rate:,.0f} evals/s{alive}"
+        click.echo(("\r" + line.ljust(79)) if tty else line, nl=not tty, err=True)
+
+    return show
+
+
+def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by the solve commands of every problem."""
+    opts = [
+        click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds."),
+        click.option("--target-gap", type=float, default=0.0, show_default=True,
+                     help="Stop once 1 - bound/objective is at most this (0.05 = 5 %)."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--out", type=click.Path(dir_okay=False), default=None,
+                     help="Also write result.json here."),
+        click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+                     help="Run directory (default: runs/<timestamp>)."),
+        click.option("--resume", type=click.Path(file_okay=False, exists=True), default=None,
+                     help="Continue the run in this run directory."),
+        click.option("--address", default=None,
+                     help="Ray cluster to join ('auto', 'ray://host:10001'); default: start Ray locally."),
+        click.option("--workers", type=int, default=None, help="Worker slots (default: one per CPU)."),
+        click.option("--cpus-per-worker", type=float, default=1.0, show_default=True),
+        click.option("--in-process", is_flag=True, help="Run in this process with threads, without Ray."),
+        click.option("--quiet", is_flag=True, help="No progress output."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _check_run_options(target_gap: float, time_limit: float, workers: int | None, cpus_per_worker: float) -> None:
     if not 0 <= target_gap < 1:
         raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
     if time_limit <= 0:
         raise InputError(f"--time-limit: must be > 0, got {time_limit}")
-    problem = load_graph(graph)
-    show = _progress_printer(quiet)
-    holder: dict[str, Any] = {}
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers: must be >= 1, got {workers}")
+    if cpus_per_worker <= 0:
+        raise InputError(f"--cpus-per-worker: must be > 0, got {cpus_per_worker}")
 
-    def tick(stats: Any) -> None:
-        if show is not None and "coord" in holder:
-            show(holder["coord"], stats.evals, holder["clock"].elapsed())
 
-    doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
-                      islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
-                      _expose=holder)
+def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
+                seed: int, run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
+                cpus_per_worker: float, quiet: bool, bounds: bool = True) -> dict[str, Any]:
+    from actors.runner import run
+    from engine.rundir import default_run_dir
+
+    rd = resume or run_dir or str(default_run_dir())
+    show = _status_printer(quiet)
+    try:
+        doc = run(problem_name, path, params, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
+                  run_dir=rd, resume=resume is not None, address=address, workers=workers,
+                  cpus_per_worker=cpus_per_worker, bounds=bounds, progress=show)
+    except ConnectionError as e:
+        raise InputError(f"--address: cannot connect to Ray at {address!r}: {e}") from None
     if show is not None and sys.stderr.isatty():
         click.echo("", err=True)
+    return doc
+
+
+@pipeline.command("solve")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@_run_options
+@click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
+@click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
+@_user_errors
+def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
+                   run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
+                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool) -> None:
+    """Partition GRAPH into at most K stages and certify the result with lower bounds.
+
+    Runs on Ray (started locally unless --address is given) and leaves a run directory
+    with result.json, best_solution.json, events.parquet and a checkpoint.
+    """
+    from problems.pipeline.io import load_graph
+
+    if k < 1:
+        raise InputError(f"-k: must be >= 1, got {k}")
+    _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if in_process:
+        from problems.pipeline.run import solve_local
+
+        problem = load_graph(graph)
+        holder: dict[str, Any] = {}
+        show = _status_printer(quiet)
+
+        def tick(stats: Any) -> None:
+            if show is not None and "coord" in holder:
+                c = holder["coord"]
+                show({"ub": c.ub, "lb": c.lb, "gap": c.gap, "evals": stats.evals,
+                      "elapsed": holder["clock"].elapsed()})
+
+        doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
+                          islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
+                          _expose=holder)
+        if show is not None and sys.stderr.isatty():
+            click.echo("", err=True)
+    else:
+        load_graph(graph)  # fail fast on bad input, before starting Ray
+        doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=time_limit, target_gap=target_gap, seed=seed,
+                          run_dir=run_dir, resume=resume, address=address, workers=workers,
+                          cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds)
+        _write_json(out, doc)
     _print_pipeline_result(doc)
     if doc["objective"] is None:
         sys.exit(1)
@@ -246,6 +305,41 @@ def intraop_evaluate(instance: str, solution: str) -> None:
     click.echo(json.dumps(ev.to_dict()))
     if not ev.feasible:
         sys.exit(1)
+
+
+@main.command("report")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@_user_errors
+def report(run_dir: str) -> None:
+    """Print the certificate and the convergence table of a run directory."""
+    from engine.rundir import read_events
+
+    p = Path(run_dir)
+    try:
+        doc = json.loads((p / "result.json").read_text())
+    except OSError:
+        raise InputError(f"{p / 'result.json'}: no result in this run directory") from None
+    except ValueError as e:
+        raise InputError(f"{p / 'result.json'}: unreadable ({e})") from None
+    obj, lb = doc.get("objective", doc.get("cost")), doc.get("lower_bound")
+    gap = doc.get("gap")
+    click.echo(f"problem      {doc.get('problem')}  {doc.get('graph') or doc.get('instance')}"
+               + (f"  k={doc['k']}" if "k" in doc else ""))
+    click.echo(f"objective    {obj}" + (f"  (found by {doc['found_by']})" if doc.get("found_by") else ""))
+    click.echo(f"lower bound  {lb}  ({doc.get('lower_bound_method')})")
+    click.echo(f"gap          {'unknown' if gap is None else f'{100 * gap:.4f}%'}")
+    click.echo(f"stopped      {doc.get('stopped_because')} after {doc.get('elapsed_s')} s")
+    if doc.get("block_costs"):
+        click.echo("stage costs  " + ", ".join(f"{c:.6g}" for c in doc["block_costs"]))
+    for b in doc.get("bounds", []):
+        v = "-" if b["value"] is None else f"{b['value']:.6g}"
+        click.echo(f"  bound {b['method']:<28} {v:>14}  {b['status']:<10} {b['wall_s']:8.2f}s  {b.get('solver', '')}")
+    events = read_events(p)
+    if events:
+        click.echo(f"{'t_s':>9}  {'kind':<5}  {'value':>14}  {'method':<28} {'worker':<22} status")
+        for e in events:
+            click.echo(f"{e['t_s']:9.2f}  {e['kind']:<5}  {e['value']:14.6g}  {e['method']:<28} "
+                       f"{e['worker']:<22} {e['status']}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,122 @@
+"""The coordinator actor: one :class:`engine.coordinator.Coordinator` plus the run directory.
+
+Thin: every decision (re-scoring, monotone merges, group bounds, the stop rule)
+is the engine's. This class adds a lock (the actor serves calls concurrently),
+persistence, eval counters, the migration pool and the worker roll-call.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from engine.coordinator import Coordinator
+from engine.records import Bound
+from engine.rundir import RunDir
+from engine.stopping import Clock, standard
+from problems import registry
+
+
+class CoordinatorActor:
+    """Holds the certificate of a run and decides when to stop.
+
+    Args:
+        problem_name: registry name of the problem.
+        problem: the problem instance (passed as an object-store reference by the driver).
+        params: problem parameters (e.g. ``{"k": 8}``).
+        run_dir: where to persist; ``config`` is written there.
+        target_gap, time_limit_s: the stopping rule of this session.
+        resume: restore incumbent and bounds from ``run_dir``'s checkpoint.
+    """
+
+    def __init__(self, problem_name: str, problem: Any, params: dict[str, Any], run_dir: str,
+                 config: dict[str, Any], target_gap: float, time_limit_s: float, resume: bool = False) -> None:
+        self.adapter = registry.get(problem_name)
+        self.problem, self.params = problem, params
+        self.clock = Clock()
+        self.lock = threading.Lock()
+        self.rundir = RunDir(run_dir, config, resume=resume)
+        self.coord = Coordinator(self.adapter.evaluator(problem, params), standard(target_gap, time_limit_s),
+                                 self.clock, on_event=self.rundir.record_event,
+                                 on_incumbent=self._on_incumbent)
+        self.evals: dict[str, int] = {}
+        self.nodes: dict[str, str] = {}
+        self.pool: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if resume:
+            self.rundir.restore_into(self.coord)
+        for b in self.adapter.initial_bounds(problem, params):
+            self.coord.offer_bound(b, "coordinator")
+        self.rundir.checkpoint(self.coord, self.clock.elapsed())
+
+    def _on_incumbent(self, inc: Any) -> None:
+        self.rundir.record_incumbent(inc)
+        self.rundir.write_result(self.adapter.result_doc(self.problem, self.params, self.coord, "running",
+                                                         self.clock.elapsed()))
+
+    # -- reports from workers -----------------------------------------------------------
+    def hello(self, worker: str, node_id: str) -> None:
+        with self.lock:
+            self.nodes[worker] = node_id
+
+    def report_solution(self, solution: Any, source: str) -> bool:
+        with self.lock:
+            ok = self.coord.offer_solution(solution, source)
+            if ok:
+                self.rundir.checkpoint(self.coord, self.clock.elapsed())
+            return ok
+
+    def report_bound(self, bound: Bound, worker: str) -> bool:
+        with self.lock:
+            ok = self.coord.offer_bound(bound, worker)
+            if ok:
+                self.rundir.checkpoint(self.coord, self.clock.elapsed())
+            return ok
+
+    def report_evals(self, worker: str, n: int) -> None:
+        with self.lock:
+            self.evals[worker] = self.evals.get(worker, 0) + int(n)
+
+    def exchange_migrants(self, island: str, keys: np.ndarray, costs: np.ndarray, n: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """Post this island's elites; get back the best ``n`` posted by the other islands."""
+        with self.lock:
+            self.pool[island] = (np.asarray(keys), np.asarray(costs))
+            others = [v for name, v in self.pool.items() if name != island]
+        if not others:
+            return np.zeros((0, 0)), np.zeros(0)
+        k = np.vstack([o[0] for o in others])
+        c = np.concatenate([o[1] for o in others])
+        best = np.argsort(c, kind="stable")[:n]
+        return k[best], c[best]
+
+    # -- queries ------------------------------------------------------------------------
+    def poll(self) -> dict[str, Any]:
+        """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds."""
+        with self.lock:
+            return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
+                    "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
+                    "nodes": dict(self.nodes)}
+
+    def incumbent(self) -> tuple[float | None, Any]:
+        with self.lock:
+            inc = self.coord.incumbent
+            return (None, None) if inc is None else (inc.cost, inc.solution)
+
+    def member_bounds(self, group: str) -> dict[int, float]:
+        with self.lock:
+            return self.coord.member_bounds(group)
+
+    def finalize(self, reason: str) -> dict[str, Any]:
+        """Fix the stop reason, write checkpoint and result; return the result document."""
+        with self.lock:
+            self.coord.force_stop(reason)
+            elapsed = self.clock.elapsed()
+            doc = self.adapter.result_doc(self.problem, self.params, self.coord, reason, elapsed)
+            doc["evaluations"] = sum(self.evals.values())
+            doc["workers"] = {"evals": dict(self.evals), "nodes": dict(self.nodes)}
+            doc["run_dir"] = str(self.rundir.path)
+            self.rundir.checkpoint(self.coord, elapsed)
+            self.rundir.write_result(doc)
+            return doc

@@ -1,0 +1,163 @@
+"""The Ray driver loop: start the coordinator and workers, watch, restart, stop, report.
+
+Worker plan for ``workers`` slots of ``cpus_per_worker`` CPUs each: half the slots
+(at least one) run bound jobs, the rest search islands. The first bound slot runs
+the exact MIP for the whole run (its incumbents are upper bounds too); further
+bound slots run the cheaper relaxations, guess-the-bottleneck members in time
+slices, re-running the member with the smallest current bound with a doubled
+slice once all have reported. A worker that dies is replaced (up to
+``max_restarts`` times per slot); the coordinator never loses what was reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from typing import Any, Callable
+
+import ray
+
+from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
+from cluster.connect import connect
+from engine.rundir import file_digest
+
+
+def _slot_plan(total: int, with_bounds: bool) -> tuple[int, int]:
+    if not with_bounds:
+        return max(1, total), 0
+    n_bound = max(1, total // 2)
+    return max(1, total - n_bound), n_bound
+
+
+def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
+        target_gap: float, seed: int, run_dir: str, resume: bool = False, address: str | None = None,
+        workers: int | None = None, cpus_per_worker: float = 1.0, bounds: bool = True,
+        progress: Callable[[dict[str, Any]], None] | None = None, max_restarts: int = 3,
+        poll_s: float = 0.1, namespace: str | None = None) -> dict[str, Any]:
+    """Run one certified search on Ray (local or cluster) and return the result document."""
+    from problems import registry
+
+    adapter = registry.get(problem_name)
+    problem = adapter.load(problem_path)
+    adapter.check_params(problem, params)
+    namespace = namespace or f"gapstop-{uuid.uuid4().hex[:8]}"
+    resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
+                        namespace=namespace)
+    total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
+    n_search, n_bound = _slot_plan(total, bounds)
+    config = {"problem": problem_name, "problem_path": str(problem_path), "problem_digest": file_digest(problem_path),
+              "params": params, "seed": seed, "target_gap": target_gap, "time_limit_s": time_limit_s,
+              "address": address, "workers": total, "cpus_per_worker": cpus_per_worker,
+              "search_workers": n_search, "bound_workers": n_bound}
+    problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
+    coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
+        problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume)
+    ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
+    t_end = time.monotonic() + time_limit_s
+    running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
+    restarts: dict[tuple[str, int], int] = {}
+    generation: dict[tuple[str, int], int] = {}
+
+    def start_search(slot: int) -> None:
+        g = generation.get(("search", slot), 0)
+        generation[("search", slot)] = g + 1
+        name = f"search-{slot}" + (f"r{g}" if g else "")
+        a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
+            problem_name, problem_ref, params, seed, slot + 1000 * g, name)
+        running[a.run.remote(coord)] = ("search", slot, a, None)
+
+    # bound job queue
+    specs = adapter.bound_job_specs(problem, params) if bounds else []
+    exact = [s for s in specs if s["kind"] == "exact"]
+    others = [s for s in specs if s["kind"] != "exact"]
+    members = [s for s in others if "j" in s]
+    slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
+    queue: list[tuple[dict[str, Any], float]] = [(s, slice_s if "j" in s else math.inf) for s in others]
+    bound_actors: dict[int, Any] = {}
+
+    def bound_actor(slot: int, fresh: bool = False) -> Any:
+        if fresh or slot not in bound_actors:
+            g = generation.get(("bound", slot), 0)
+            generation[("bound", slot)] = g + 1
+            name = f"bound-{slot}" + (f"r{g}" if g else "")
+            bound_actors[slot] = BoundWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
+                problem_name, problem_ref, params, seed, name, max(1, int(cpus_per_worker)))
+        return bound_actors[slot]
+
+    def start_bound(slot: int, fresh: bool = False) -> None:
+        left = t_end - time.monotonic()
+        if left <= 0.5:
+            return
+        if slot == 0 and exact:
+            spec, budget = exact.pop(), left  # once; a restarted slot 0 puts it back
+        elif queue:
+            spec, budget = queue.pop(0)
+        else:
+            spec, budget = _rerun_weakest(coord, members, slice_s)
+            if spec is None:
+                return
+        a = bound_actor(slot, fresh)
+        running[a.run.remote(coord, spec, min(budget, left))] = ("bound", slot, a, spec)
+
+    def _rerun_weakest(coord: Any, members: list[dict[str, Any]], base: float) -> tuple[Any, float]:
+        if not members:
+            return None, 0.0
+        cur = ray.get(coord.member_bounds.remote("guess-the-bottleneck"))
+        st = ray.get(coord.poll.remote())
+        open_ = [s for s in members if cur.get(s["j"], -math.inf) < (st["ub"] or math.inf)]
+        if not open_:
+            return None, 0.0
+        weakest = min(open_, key=lambda s: cur.get(s["j"], -math.inf))
+        rounds = weakest.setdefault("_rounds", 1)
+        weakest["_rounds"] = rounds + 1
+        return weakest, base * (2 ** rounds)
+
+    for i in range(n_search):
+        start_search(i)
+    for i in range(n_bound):
+        start_bound(i)
+
+    reason = None
+    try:
+        while reason is None:
+            done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s) if running else ([], [])
+            for ref in done:
+                kind, slot, actor, spec = running.pop(ref)
+                try:
+                    ray.get(ref)
+                    failed = False
+                except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError):
+                    failed = True
+                key = (kind, slot)
+                if failed:
+                    restarts[key] = restarts.get(key, 0) + 1
+                    if restarts[key] > max_restarts:
+                        continue  # drop the slot; the run goes on with the others
+                    if kind == "search":
+                        start_search(slot)
+                    else:
+                        if spec is not None and spec["kind"] == "exact":
+                            exact.append(spec)
+                        elif spec is not None:
+                            queue.insert(0, (spec, slice_s if "j" in spec else math.inf))
+                        start_bound(slot, fresh=True)
+                elif kind == "bound":
+                    start_bound(slot)
+            st = ray.get(coord.poll.remote())
+            if progress is not None:
+                progress(st)
+            reason = st["stop"]
+            if reason is None and time.monotonic() >= t_end:
+                reason = "time-limit"
+            if reason is None and not running:
+                reason = "exhausted"
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    doc = ray.get(coord.finalize.remote(reason))
+    for _, _, actor, _ in list(running.values()):
+        ray.kill(actor, no_restart=True)
+    for a in bound_actors.values():
+        ray.kill(a, no_restart=True)
+    ray.kill(coord, no_restart=True)
+    return doc
