@@ -111,7 +111,8 @@ def _bound(method: str, status: str, value: float, wall: float, detail: dict[str
 
 
 def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
-                     variant: str = "bottleneck", num_workers: int = 1, random_seed: int = 0) -> Bound:
+                     variant: str = "bottleneck", num_workers: int = 1, random_seed: int = 0,
+                     should_stop: Callable[[], bool] | None = None) -> Bound:
     """The three-superblock relaxation (Corollary 3.4) or one of its two relaxations.
 
     Minimises the cost of the middle superblock subject to (14): it holds at least the
@@ -121,6 +122,8 @@ def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.
     Args:
         variant: one of :data:`BOTTLENECK_VARIANTS`.
         time_limit_s: CP-SAT time limit; on timeout the best proven bound is returned.
+        num_workers, random_seed: CP-SAT parameters.
+        should_stop: polled every 0.1 s; True stops the solve early (the bound stays valid).
     """
     t0 = time.perf_counter()
     _check_k(problem, k)
@@ -130,8 +133,8 @@ def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.
     pm = _mip.build_partition_model(problem, sc, 3, dag=variant != "bottleneck-no-dag",
                                     io=variant != "bottleneck-no-io", costed=[2],
                                     heavy_block=2, heavy_work=_mip.lemma33_work(problem, k))
-    status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s,
-                                     num_workers=num_workers, random_seed=random_seed)
+    status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
+                                     random_seed=random_seed, should_stop=should_stop)
     return _bound(variant, status, value, time.perf_counter() - t0, {"k": k, "scale": float(sc.s)})
 
 
@@ -147,7 +150,8 @@ class BoundJob:
     k: int
     j: int
 
-    def run(self, time_limit_s: float, *, num_workers: int = 1, random_seed: int = 0) -> Bound:
+    def run(self, time_limit_s: float, *, num_workers: int = 1, random_seed: int = 0,
+            should_stop: Callable[[], bool] | None = None) -> Bound:
         """LB_j: the bottleneck is block j, with j-1 blocks before it and k-j after it."""
         t0 = time.perf_counter()
         p, k, j = self.problem, self.k, self.j
@@ -156,8 +160,8 @@ class BoundJob:
         pm = _mip.build_partition_model(
             p, sc, 3, empty=empty, costed=[b for b in (1, 2, 3) if b not in empty],
             counts=[j - 1, 1, k - j], heavy_block=2, heavy_work=_mip.lemma33_work(p, k))
-        status, value, _, _ = _mip.solve(pm, p.n, time_limit_s=time_limit_s,
-                                         num_workers=num_workers, random_seed=random_seed)
+        status, value, _, _ = _mip.solve(pm, p.n, time_limit_s=time_limit_s, num_workers=num_workers,
+                                         random_seed=random_seed, should_stop=should_stop)
         return _bound(GUESS, status, value, time.perf_counter() - t0,
                       {"k": k, "j": j, "scale": float(sc.s)})
 
@@ -194,7 +198,8 @@ def combine_guesses(bounds: Sequence[Bound], k: int) -> Bound:
 
 
 def guess_the_bottleneck(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
-                         num_workers: int = 1, random_seed: int = 0) -> Bound:
+                         num_workers: int = 1, random_seed: int = 0,
+                         should_stop: Callable[[], bool] | None = None) -> Bound:
     """Run all :func:`guess_jobs` one after the other within ``time_limit_s`` in total.
 
     Each guess gets an equal share of the time that is left, so time saved by an
@@ -205,7 +210,7 @@ def guess_the_bottleneck(problem: PipelineProblem, k: int, time_limit_s: float =
     out = []
     for i, job in enumerate(jobs):
         share = max(0.01, (deadline - time.perf_counter()) / (len(jobs) - i))
-        out.append(job.run(share, num_workers=num_workers, random_seed=random_seed))
+        out.append(job.run(share, num_workers=num_workers, random_seed=random_seed, should_stop=should_stop))
     return combine_guesses(out, k)
 
 
@@ -250,7 +255,8 @@ class _Incumbents(_mip.cp_model.CpSolverSolutionCallback):
 def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                 hint: Sequence[int] | None = None,
                 on_event: Callable[[SolveEvent], None] | None = None,
-                num_workers: int = 1, random_seed: int = 0) -> Bound:
+                num_workers: int = 1, random_seed: int = 0,
+                should_stop: Callable[[], bool] | None = None) -> Bound:
     """The exact MIP with k blocks (Fig. 3): a lower bound, and partitions on the way.
 
     Without a memory limit its optimum is OPT (up to the conservative rounding);
@@ -261,6 +267,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
             (any labels; renumbered in DAG order; at most k blocks).
         on_event: called from solver threads with :class:`SolveEvent` on every new
             incumbent and every improvement of the proven bound; keep it cheap.
+        should_stop: polled every 0.1 s; True stops the solve early (the bound stays valid).
     Returns:
         A bound whose ``detail["blocks"]`` is the last (best) partition found, block per
         node in DAG order, or None; ``detail["mip_value"]`` its approximate model cost.
@@ -281,7 +288,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         def on_bound(value: float) -> None:
             on_event(SolveEvent("bound", value, wall_s=time.perf_counter() - t0))
     status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
-                                     random_seed=random_seed, callback=cb, on_bound=on_bound)
+                                     random_seed=random_seed, callback=cb, on_bound=on_bound,
+                                     should_stop=should_stop)
     detail = {"k": k, "scale": float(sc.s), "blocks": cb.best, "mip_value": cb.best_mip_value}
     return _bound("exact", status, value, time.perf_counter() - t0, detail)
 

@@ -1,0 +1,163 @@
+"""Benchmark of the MTPP lower bounds on the bundled graphs (not a test).
+
+For every graph and k, prints one row: the simple bound, the three-superblock
+``bottleneck`` bound, guess-the-bottleneck (min over j) and the exact MIP bound,
+each with its wall time, plus the exact MIP's best partition re-scored by the
+evaluator (``exact-ub``) and the certified gap ``1 - best_lb / best_ub``.
+
+Columns are plain functions registered in :data:`COLUMNS`; a search column (e.g.
+``--search-seconds``) is added by appending a :class:`Column` whose function
+returns ``{"value": upper bound, "s": seconds}``; any column that returns a
+``"ub"`` key also feeds the gap.
+
+Usage::
+
+    python benchmarks/pipeline_bounds.py --time-limit 20 --ks 2,4,8,16
+    python benchmarks/pipeline_bounds.py --graphs resnet50,regal_003 --ks 4,8 --time-limit 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from engine.records import relative_gap  # noqa: E402
+from problems.pipeline import bounds  # noqa: E402
+from problems.pipeline.evaluate import evaluate  # noqa: E402
+from problems.pipeline.io import load_graph  # noqa: E402
+from problems.pipeline.model import PipelineProblem  # noqa: E402
+
+DEFAULT_GLOB = "/work/shared/data/pipeline/*.json.gz"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One benchmark column: ``fn(problem, k, args) -> {"value": float, "s": float, ...}``.
+
+    ``lb=True`` marks the value as a lower bound (it feeds the best-bound column);
+    a returned ``"ub"`` entry is an exactly re-scored feasible cost.
+    """
+
+    name: str
+    fn: Callable[[PipelineProblem, int, argparse.Namespace], dict[str, Any]]
+    lb: bool = True
+
+
+def _bound_cell(b: bounds.Bound) -> dict[str, Any]:
+    return {"value": b.value, "s": b.wall_s, "status": b.status}
+
+
+def _simple(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    return _bound_cell(bounds.simple_bound(p, k))
+
+
+def _bottleneck(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    return _bound_cell(bounds.bottleneck_bound(p, k, args.time_limit, num_workers=args.workers))
+
+
+def _guess(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    b = bounds.guess_the_bottleneck(p, k, args.time_limit, num_workers=args.workers)
+    return {**_bound_cell(b), "argmin_j": b.detail["argmin_j"]}
+
+
+def _exact(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    b = bounds.exact_bound(p, k, args.time_limit, num_workers=args.workers)
+    cell = _bound_cell(b)
+    if b.detail["blocks"] is not None:
+        cell["ub"] = evaluate(p, b.detail["blocks"], k=k).objective
+    return cell
+
+
+COLUMNS: list[Column] = [
+    Column("simple", _simple),
+    Column("bottleneck", _bottleneck),
+    Column("guess", _guess),
+    Column("exact", _exact),
+]
+
+
+def run_row(p: PipelineProblem, k: int, args: argparse.Namespace, columns: list[Column]) -> dict[str, Any]:
+    row: dict[str, Any] = {"graph": p.name, "n": p.n, "k": k}
+    for col in columns:
+        try:
+            row[col.name] = col.fn(p, k, args)
+        except Exception as e:  # a failed column is data, not a crash of the whole table
+            row[col.name] = {"value": math.nan, "s": 0.0, "status": f"error: {e}"}
+    lbs = [row[c.name]["value"] for c in columns if c.lb and math.isfinite(row[c.name]["value"])]
+    ubs = [row[c.name]["ub"] for c in columns if "ub" in row[c.name]]
+    row["best_lb"] = max(lbs, default=-math.inf)
+    row["best_ub"] = min(ubs, default=math.inf)
+    row["gap"] = relative_gap(row["best_ub"], row["best_lb"])
+    return row
+
+
+def _fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:.6g}"
+
+
+def format_row(row: dict[str, Any], columns: list[Column]) -> str:
+    cells = [f"{row['graph'][:18]:18s}", f"{row['n']:5d}", f"{row['k']:3d}"]
+    for col in columns:
+        c = row[col.name]
+        flag = "" if c.get("status") in (None, "optimal", "closed-form") else "*"
+        cells.append(f"{_fmt(c['value']) + flag:>12s} {c['s']:6.1f}s")
+    cells.append(f"{_fmt(row['best_ub']):>12s}")
+    cells.append(f"{'-' if row['gap'] is None else format(row['gap'], '.4f'):>7s}")
+    return " ".join(cells)
+
+
+def header(columns: list[Column]) -> str:
+    cells = [f"{'graph':18s}", f"{'n':>5s}", f"{'k':>3s}"]
+    cells += [f"{col.name:>12s} {'time':>7s}" for col in columns]
+    cells += [f"{'exact-ub':>12s}", f"{'gap':>7s}"]
+    return " ".join(cells)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=DEFAULT_GLOB, help="glob of graph files")
+    ap.add_argument("--graphs", default="", help="comma-separated name filter (substring of the file name)")
+    ap.add_argument("--ks", default="2,4,8,16", help="comma-separated k values")
+    ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per MIP method and row")
+    ap.add_argument("--workers", type=int, default=1, help="CP-SAT workers (keep <= 2 on shared machines)")
+    ap.add_argument("--json", default=None, help="also write all rows as JSON lines to this file")
+    args = ap.parse_args(argv)
+
+    files = sorted(glob.glob(args.data))
+    if args.graphs:
+        wanted = [w for w in args.graphs.split(",") if w]
+        files = [f for f in files if any(w in os.path.basename(f) for w in wanted)]
+    ks = [int(x) for x in args.ks.split(",") if x]
+    columns = COLUMNS
+    print(f"# time limit {args.time_limit:g} s per method, {args.workers} CP-SAT worker(s); "
+          f"'*' = not proven optimal (best bound at the limit)")
+    print(header(columns))
+    out = open(args.json, "w") if args.json else None
+    t0 = time.perf_counter()
+    for f in files:
+        p = load_graph(f)
+        for k in ks:
+            row = run_row(p, k, args, columns)
+            print(format_row(row, columns), flush=True)
+            if out:
+                out.write(json.dumps(row, default=float) + "\n")
+                out.flush()
+    print(f"# total {time.perf_counter() - t0:.0f} s")
+    if out:
+        out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
