@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,15 +59,18 @@ class PenaltySearch:
         down: factor for all weights after a feasible relaxed solution.
         jitter: relative size of the random perturbation of every update.
         min_weight: floor for raised weights.
+        solve_options: keyword arguments for :meth:`RelaxedSolver.solve` (sweep and TRW-S effort).
     """
 
     def __init__(self, prep: Prepared, weight: float | NDArray[np.float64], seed: int, *,
-                 up: float = 1.6, down: float = 0.93, jitter: float = 0.05, min_weight: float = 1e-3) -> None:
+                 up: float = 1.6, down: float = 0.93, jitter: float = 0.05, min_weight: float = 1e-3,
+                 solve_options: dict[str, Any] | None = None) -> None:
         self.prep = prep
         self.rng = np.random.default_rng(seed)
         n = prep.problem.n
         w = np.full(n, float(weight)) if np.isscalar(weight) else np.array(weight, dtype=np.float64)
         self.up, self.down, self.jitter, self.min_weight = up, down, jitter, min_weight
+        self.solve_options = dict(solve_options or {})
         self.live = prep.live
         self.weight = w * self._noise(n) * self.live
         self.solver = RelaxedSolver(prep)
@@ -100,7 +104,7 @@ class PenaltySearch:
     def iterate(self) -> Found | None:
         """One relaxed solve and weight update; returns a new best solution if it found one."""
         problem = self.prep.problem
-        sol = self.solver.solve(self.weight, self.rng, self.current)
+        sol = self.solver.solve(self.weight, self.rng, self.current, **self.solve_options)
         self.current = sol
         self.iterations += 1
         limit = problem.usage_limit
