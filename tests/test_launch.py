@@ -15,6 +15,14 @@ from problems.pipeline.io import load_graph, save_graph
 from tests.problems.pipeline import reference as ref
 
 
+@pytest.fixture(autouse=True)
+def _no_ray_left_behind():
+    yield
+    import ray
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 @pytest.fixture()
 def tiny(tmp_path: Path) -> Path:
     f = tmp_path / "tiny.json"
@@ -23,13 +31,16 @@ def tiny(tmp_path: Path) -> Path:
 
 
 @pytest.mark.mip
+@pytest.mark.ray
 @pytest.mark.parametrize("memory", [False, True])
 def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, memory: bool) -> None:
     tiny = tmp_path / "tiny.json"
     save_graph(random_dag(7, 5, memory=memory, k_hint=3), tiny)
     out = tmp_path / "r.json"
-    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "3", "--time-limit", "20" if not memory else "4",
-                                    "--target-gap", "0.0", "--out", str(out), "--quiet"])
+    # without a memory limit through the default path (Ray local), with one in-process
+    mode = ["--run-dir", str(tmp_path / "rd")] if not memory else ["--in-process"]
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "3", "--time-limit", "30" if not memory else "4",
+                                    "--target-gap", "0.0", "--out", str(out), "--quiet", *mode])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     p = load_graph(tiny)
@@ -37,7 +48,8 @@ def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, me
     assert doc["objective"] == pytest.approx(opt, rel=1e-9)
     assert doc["lower_bound"] <= opt + 1e-9
     if not memory:  # the exact MIP is exact without a memory limit: the run proves optimality
-        assert doc["stopped_because"] == "optimal" and doc["elapsed_s"] < 10
+        assert doc["stopped_because"] == "optimal" and doc["elapsed_s"] < 20
+        assert json.loads((tmp_path / "rd" / "result.json").read_text())["objective"] == doc["objective"]
     ev = evaluate(p, doc["blocks"], doc["order"], k=3)
     assert ev.objective == doc["objective"] and ev.block_costs.tolist() == doc["block_costs"]
     assert doc["blocks"] == ev.blocks.tolist()  # numbered in DAG order
@@ -46,7 +58,7 @@ def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, me
 
 def test_solve_search_only_stops_at_time_limit(tiny: Path) -> None:
     res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "1",
-                                    "--no-bounds", "--quiet"])
+                                    "--no-bounds", "--quiet", "--in-process"])
     assert res.exit_code == 0, res.output
     assert "objective" in res.output
 

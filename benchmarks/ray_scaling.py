@@ -1,0 +1,119 @@
+"""Ray scaling and certification benchmark (a script, not a test).
+
+    python benchmarks/ray_scaling.py sampling  [--graph G] [--k 8] [--seconds 20] [--reps 3]
+    python benchmarks/ray_scaling.py guess     [--graph G] [--k 8] [--seconds 60]
+    python benchmarks/ray_scaling.py certify   [--graphs a,b] [--ks 4,16] [--seconds 60]
+
+* sampling: SliceGraph evaluations per second of search workers on Ray local, with 1 and
+  2 workers, measured side by side (alternating, --reps times), over the steady state
+  (from 5 s in to the end) from the coordinator's counters; prints medians and the ratio.
+* guess: wall time of all k guess-the-bottleneck sub-models one after another in this
+  process vs as Ray tasks, one per CPU; each model gets the same per-model time limit.
+* certify: for each graph and k, plain CP-SAT on the exact MIP (2 workers, no hint) vs
+  gapstop (Ray local, 2 worker slots) given the same wall time; prints objective/bound of
+  each at the end (CP-SAT: its own incumbent / its proven bound; gapstop: certified).
+Graphs default to ../shared/data/pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data" / "pipeline"
+
+
+def _graph(name: str) -> Path:
+    p = Path(name)
+    return p if p.exists() else DATA / f"{name}.json.gz"
+
+
+def sampling(a: argparse.Namespace) -> None:
+    import ray
+
+    from actors.runner import run
+
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for rep in range(a.reps):
+        for n in (1, 2):
+            samples: list[tuple[float, int]] = []
+            with tempfile.TemporaryDirectory() as td:
+                run("pipeline", str(_graph(a.graph)), {"k": a.k}, time_limit_s=a.seconds, target_gap=0.0,
+                    seed=rep, run_dir=td, workers=n, bounds=False,
+                    progress=lambda st: samples.append((st["elapsed"], st["evals"])))
+            ray.shutdown()
+            steady = [s for s in samples if s[0] >= 5.0]
+            (t0, e0), (t1, e1) = steady[0], steady[-1]
+            rates[n].append((e1 - e0) / (t1 - t0))
+            print(f"rep {rep} workers {n}: {rates[n][-1]:,.0f} evals/s", flush=True)
+    m1, m2 = statistics.median(rates[1]), statistics.median(rates[2])
+    print(f"graph {a.graph} k={a.k}: median evals/s 1 worker {m1:,.0f}, 2 workers {m2:,.0f}, ratio {m2 / m1:.2f}")
+
+
+def guess(a: argparse.Namespace) -> None:
+    import ray
+
+    from problems.pipeline.bounds import combine_guesses, guess_jobs
+    from problems.pipeline.io import load_graph
+
+    p = load_graph(_graph(a.graph))
+    per = a.seconds / a.k
+    t = time.perf_counter()
+    seq = combine_guesses([j.run(per) for j in guess_jobs(p, a.k)], a.k)
+    t_seq = time.perf_counter() - t
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    run_job = ray.remote(num_cpus=1)(lambda job, tl: job.run(tl))
+    t = time.perf_counter()
+    par = combine_guesses(ray.get([run_job.remote(j, per) for j in guess_jobs(p, a.k)]), a.k)
+    t_par = time.perf_counter() - t
+    ray.shutdown()
+    print(f"graph {a.graph} k={a.k} per-model limit {per:.1f}s: sequential {t_seq:.1f}s (LB {seq.value:.6g}), "
+          f"parallel on 2 CPUs {t_par:.1f}s (LB {par.value:.6g}), speed-up {t_seq / t_par:.2f}")
+
+
+def certify(a: argparse.Namespace) -> None:
+    import ray
+
+    from actors.runner import run
+    from problems.pipeline.bounds import exact_bound
+    from problems.pipeline.evaluate import evaluate
+    from problems.pipeline.io import load_graph
+
+    print(f"{'graph':<18} {'k':>3} {'cpsat obj/bound':>16} {'gapstop obj/bound':>18} {'gapstop t_stop':>15}")
+    for g in a.graphs.split(","):
+        p = load_graph(_graph(g))
+        for k in [int(x) for x in a.ks.split(",")]:
+            b = exact_bound(p, k, a.seconds, num_workers=2)
+            blocks = b.detail.get("blocks")
+            obj = evaluate(p, blocks, k=k).objective if blocks is not None else float("inf")
+            cp = obj / b.value if b.value > 0 else float("inf")
+            with tempfile.TemporaryDirectory() as td:
+                doc = run("pipeline", str(_graph(g)), {"k": k}, time_limit_s=a.seconds, target_gap=0.0, seed=0,
+                          run_dir=td, workers=2)
+            ray.shutdown()
+            gs = doc["objective"] / doc["lower_bound"]
+            print(f"{g:<18} {k:>3} {cp:16.4f} {gs:18.4f} {doc['elapsed_s']:>10.1f}s ({doc['stopped_because']})",
+                  flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["sampling", "guess", "certify"])
+    ap.add_argument("--graph", default="regal_004")
+    ap.add_argument("--graphs", default="bert_base,resnet50,regal_000,regal_004")
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--ks", default="4,16")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    {"sampling": sampling, "guess": guess, "certify": certify}[a.what](a)
+
+
+if __name__ == "__main__":
+    main()
