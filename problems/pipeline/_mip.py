@@ -74,6 +74,24 @@ def lemma33_work(problem: PipelineProblem, k: int) -> Fraction:
     return max(max(w), sum(w) / k)
 
 
+def simple_parts(problem: PipelineProblem, k: int) -> dict[str, Fraction]:
+    """The closed-form bounds of :func:`problems.pipeline.bounds.simple_bound`, exactly.
+
+    Keys: ``lemma_3_3`` always; ``per_node`` and ``averaged`` when the memory is limited.
+    """
+    parts = {"lemma_3_3": lemma33_work(problem, k)}
+    if problem.memory is not None and problem.n:
+        bw = Fraction(problem.bandwidth)
+        mem = int(problem.memory)
+        ws = working_set_bytes(problem)
+        work = [Fraction(float(w)) for w in problem.work]
+        parts["per_node"] = max(work[v] + Fraction(max(0, int(problem.size_param[v]) + int(ws[v]) - mem)) / bw
+                                for v in range(problem.n))
+        spill = max(0, int(problem.size_param.sum()) + int(ws.max()) - k * mem)
+        parts["averaged"] = (sum(work, Fraction(0)) + Fraction(spill) / bw) / k
+    return parts
+
+
 @dataclass(frozen=True)
 class Scaled:
     """Integer coefficients of one instance at scale ``s`` (see the module docstring)."""
@@ -188,6 +206,7 @@ def build_partition_model(
     counts: Sequence[int] | None = None,
     heavy_block: int | None = None,
     heavy_work: Fraction | None = None,
+    objective_floor: Fraction | None = None,
 ) -> PartitionModel:
     """Build the partition model.
 
@@ -200,6 +219,9 @@ def build_partition_model(
         counts: number of real blocks each (super)block stands for (default 1 each);
             it scales the memory allowance and the ``bottleneck`` constraint.
         heavy_block, heavy_work: constraint (14), block ``heavy_block`` has work >= heavy_work.
+        objective_floor: a known lower bound on OPT (e.g. the simple bound); the bottleneck
+            variable starts at ``floor(s floor)``. Still valid: the image of an optimal
+            partition may set bottleneck to that value, which is <= s OPT.
     The objective is ``bottleneck`` with ``counts[b] * bottleneck >= block_b`` for costed b.
     """
     assert set(empty) <= {1, nb}
@@ -248,7 +270,8 @@ def build_partition_model(
 
     big = sum(sc.work_lo) + 2 * sum(sc.out_lo) + sum(sc.param_lo) + max(sc.ws_lo, default=0) + 1
     block_cost: dict[int, Any] = {}
-    bottleneck = model.new_int_var(0, big, "bottleneck")
+    low = 0 if objective_floor is None else max(0, min(big, sc.floor_of(objective_floor)))
+    bottleneck = model.new_int_var(low, big, "bottleneck")
     slack = 0
     cuts_of: dict[int, list[tuple[int, Any]]] = {b: [] for b in costed}
     for (u, b), var in c.items():
@@ -347,11 +370,13 @@ def to_value(pm: PartitionModel, bound: float, n: int) -> float:
 def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, random_seed: int,
           callback: cp_model.CpSolverSolutionCallback | None = None,
           on_bound: Callable[[float], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> tuple[str, float, cp_model.CpSolver, float]:
+          should_stop: Callable[[], bool] | None = None,
+          cp_params: dict[str, Any] | None = None) -> tuple[str, float, cp_model.CpSolver, float]:
     """Solve; returns (status, valid lower bound, solver, wall seconds).
 
     ``should_stop`` is polled every 0.1 s from a watcher thread; when it returns True
     the search stops and the bound proven so far is returned (still valid).
+    ``cp_params`` overrides CP-SAT parameters by name (e.g. ``{"cp_model_presolve": False}``).
     """
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
@@ -360,6 +385,8 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     # The LP of this formulation is weak (fractional y zero out the cut costs); the
     # extra cuts of level 2 visibly raise the proven bound of the exact model.
     solver.parameters.linearization_level = 2
+    for name, val in (cp_params or {}).items():
+        setattr(solver.parameters, name, val)
     if on_bound is not None:
         solver.best_bound_callback = lambda b: on_bound(to_value(pm, b, n))
     done = threading.Event()

@@ -79,27 +79,16 @@ def simple_bound(problem: PipelineProblem, k: int) -> Bound:
     """
     t0 = time.perf_counter()
     _check_k(problem, k)
-    n = problem.n
-    detail: dict[str, Any] = {"k": k}
-    if n == 0:
-        return Bound("simple", 0.0, "closed-form", time.perf_counter() - t0, "closed-form", detail)
-    lemma = _mip.lemma33_work(problem, k)
-    best = lemma
-    detail["lemma_3_3"] = float(lemma)
-    if problem.memory is not None:
-        bw = Fraction(problem.bandwidth)
-        mem = int(problem.memory)
-        ws = _mip.working_set_bytes(problem)
-        per_node = max(Fraction(float(problem.work[v])) + Fraction(max(0, int(problem.size_param[v]) + int(ws[v]) - mem)) / bw
-                       for v in range(n))
-        total_work = sum((Fraction(float(w)) for w in problem.work), Fraction(0))
-        spill = max(0, int(problem.size_param.sum()) + int(ws.max()) - k * mem)
-        averaged = (total_work + Fraction(spill) / bw) / k
-        detail["per_node"] = float(per_node)
-        detail["averaged"] = float(averaged)
-        best = max(best, per_node, averaged)
-    value = _mip.nudge_down(float(best), n)
+    parts = _mip.simple_parts(problem, k)
+    detail: dict[str, Any] = {"k": k, **{name: _mip.nudge_down(float(x), problem.n) for name, x in parts.items()}}
+    best = max(parts.values())
+    value = _mip.nudge_down(float(best), problem.n)
     return Bound("simple", value, "closed-form", time.perf_counter() - t0, "closed-form", detail)
+
+
+def _floor(problem: PipelineProblem, k: int) -> Fraction:
+    """The simple bound, exactly: every MIP's bottleneck variable starts there."""
+    return max(_mip.simple_parts(problem, k).values())
 
 
 def _bound(method: str, status: str, value: float, wall: float, detail: dict[str, Any]) -> Bound:
@@ -112,7 +101,8 @@ def _bound(method: str, status: str, value: float, wall: float, detail: dict[str
 
 def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                      variant: str = "bottleneck", num_workers: int = 1, random_seed: int = 0,
-                     should_stop: Callable[[], bool] | None = None) -> Bound:
+                     should_stop: Callable[[], bool] | None = None,
+                     cp_params: dict[str, Any] | None = None) -> Bound:
     """The three-superblock relaxation (Corollary 3.4) or one of its two relaxations.
 
     Minimises the cost of the middle superblock subject to (14): it holds at least the
@@ -124,6 +114,7 @@ def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.
         time_limit_s: CP-SAT time limit; on timeout the best proven bound is returned.
         num_workers, random_seed: CP-SAT parameters.
         should_stop: polled every 0.1 s; True stops the solve early (the bound stays valid).
+        cp_params: CP-SAT parameter overrides by name.
     """
     t0 = time.perf_counter()
     _check_k(problem, k)
@@ -132,9 +123,10 @@ def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.
     sc = _mip.scale(problem)
     pm = _mip.build_partition_model(problem, sc, 3, dag=variant != "bottleneck-no-dag",
                                     io=variant != "bottleneck-no-io", costed=[2],
-                                    heavy_block=2, heavy_work=_mip.lemma33_work(problem, k))
+                                    heavy_block=2, heavy_work=_mip.lemma33_work(problem, k),
+                                    objective_floor=_floor(problem, k))
     status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
-                                     random_seed=random_seed, should_stop=should_stop)
+                                     random_seed=random_seed, should_stop=should_stop, cp_params=cp_params)
     return _bound(variant, status, value, time.perf_counter() - t0, {"k": k, "scale": float(sc.s)})
 
 
@@ -151,7 +143,7 @@ class BoundJob:
     j: int
 
     def run(self, time_limit_s: float, *, num_workers: int = 1, random_seed: int = 0,
-            should_stop: Callable[[], bool] | None = None) -> Bound:
+            should_stop: Callable[[], bool] | None = None, cp_params: dict[str, Any] | None = None) -> Bound:
         """LB_j: the bottleneck is block j, with j-1 blocks before it and k-j after it."""
         t0 = time.perf_counter()
         p, k, j = self.problem, self.k, self.j
@@ -159,9 +151,10 @@ class BoundJob:
         empty = ([1] if j == 1 else []) + ([3] if j == k else [])
         pm = _mip.build_partition_model(
             p, sc, 3, empty=empty, costed=[b for b in (1, 2, 3) if b not in empty],
-            counts=[j - 1, 1, k - j], heavy_block=2, heavy_work=_mip.lemma33_work(p, k))
+            counts=[j - 1, 1, k - j], heavy_block=2, heavy_work=_mip.lemma33_work(p, k),
+            objective_floor=_floor(p, k))
         status, value, _, _ = _mip.solve(pm, p.n, time_limit_s=time_limit_s, num_workers=num_workers,
-                                         random_seed=random_seed, should_stop=should_stop)
+                                         random_seed=random_seed, should_stop=should_stop, cp_params=cp_params)
         return _bound(GUESS, status, value, time.perf_counter() - t0,
                       {"k": k, "j": j, "scale": float(sc.s)})
 
@@ -199,7 +192,8 @@ def combine_guesses(bounds: Sequence[Bound], k: int) -> Bound:
 
 def guess_the_bottleneck(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                          num_workers: int = 1, random_seed: int = 0,
-                         should_stop: Callable[[], bool] | None = None) -> Bound:
+                         should_stop: Callable[[], bool] | None = None,
+                         cp_params: dict[str, Any] | None = None) -> Bound:
     """Run all :func:`guess_jobs` one after the other within ``time_limit_s`` in total.
 
     Each guess gets an equal share of the time that is left, so time saved by an
@@ -210,7 +204,8 @@ def guess_the_bottleneck(problem: PipelineProblem, k: int, time_limit_s: float =
     out = []
     for i, job in enumerate(jobs):
         share = max(0.01, (deadline - time.perf_counter()) / (len(jobs) - i))
-        out.append(job.run(share, num_workers=num_workers, random_seed=random_seed, should_stop=should_stop))
+        out.append(job.run(share, num_workers=num_workers, random_seed=random_seed, should_stop=should_stop,
+                           cp_params=cp_params))
     return combine_guesses(out, k)
 
 
@@ -256,7 +251,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                 hint: Sequence[int] | None = None,
                 on_event: Callable[[SolveEvent], None] | None = None,
                 num_workers: int = 1, random_seed: int = 0,
-                should_stop: Callable[[], bool] | None = None) -> Bound:
+                should_stop: Callable[[], bool] | None = None,
+                cp_params: dict[str, Any] | None = None) -> Bound:
     """The exact MIP with k blocks (Fig. 3): a lower bound, and partitions on the way.
 
     Without a memory limit its optimum is OPT (up to the conservative rounding);
@@ -268,6 +264,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         on_event: called from solver threads with :class:`SolveEvent` on every new
             incumbent and every improvement of the proven bound; keep it cheap.
         should_stop: polled every 0.1 s; True stops the solve early (the bound stays valid).
+        cp_params: CP-SAT parameter overrides by name (e.g. ``{"cp_model_presolve": False}``,
+            which helps large models under short limits).
     Returns:
         A bound whose ``detail["blocks"]`` is the last (best) partition found, block per
         node in DAG order, or None; ``detail["mip_value"]`` its approximate model cost.
@@ -277,7 +275,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     t0 = time.perf_counter()
     _check_k(problem, k)
     sc = _mip.scale(problem)
-    pm = _mip.build_partition_model(problem, sc, k)
+    pm = _mip.build_partition_model(problem, sc, k, objective_floor=_floor(problem, k))
     if hint is not None:
         from problems.pipeline.evaluate import evaluate
         labels = evaluate(problem, hint, k=k).blocks.tolist()
@@ -289,7 +287,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
             on_event(SolveEvent("bound", value, wall_s=time.perf_counter() - t0))
     status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
                                      random_seed=random_seed, callback=cb, on_bound=on_bound,
-                                     should_stop=should_stop)
+                                     should_stop=should_stop, cp_params=cp_params)
     detail = {"k": k, "scale": float(sc.s), "blocks": cb.best, "mip_value": cb.best_mip_value}
     return _bound("exact", status, value, time.perf_counter() - t0, detail)
 
