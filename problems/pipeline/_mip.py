@@ -150,7 +150,8 @@ class PartitionModel:
     model: cp_model.CpModel
     nb: int
     y: list[list[Lit]]
-    c: dict[tuple[int, int], Any]
+    c: dict[tuple[int, int], Any]      # tensor of u crosses (leaves, if cin is used) block b
+    cin: dict[tuple[int, int], Any]    # tensor of u enters block b (only with a memory limit)
     block_cost: dict[int, Any]
     objective: Any
     slack: int
@@ -250,23 +251,28 @@ def build_partition_model(
             for b in range(1, nb):
                 _ge(model, y[u][b], y[v][b])
 
+    # c[(u, b)]: the tensor of u crosses the boundary of block b. With a memory limit the
+    # entering tensors get their own variables cin[(u, b)] (a tensor cannot both enter
+    # and leave the same block), because the input bytes appear in the peak bound.
     c: dict[tuple[int, int], Any] = {}
+    cin: dict[tuple[int, int], Any] = {}
+    split = sc.memory is not None
 
-    def cut(u: int, b: int, rhs: Any) -> None:
+    def cut(store: dict[tuple[int, int], Any], u: int, b: int, rhs: Any) -> None:
         if isinstance(rhs, int) and rhs <= 0:
             return
-        if (u, b) not in c:
-            c[(u, b)] = model.new_bool_var(f"c{u}_{b}")
-        _ge(model, c[(u, b)], rhs)
+        if (u, b) not in store:
+            store[(u, b)] = model.new_bool_var(f"{'cin' if store is cin else 'c'}{u}_{b}")
+        _ge(model, store[(u, b)], rhs)
 
     if io:
         for u, v in problem.edges:
             u, v = int(u), int(v)
             for b in costed:
                 if b >= 2:   # (9) the tensor of u enters block b
-                    cut(u, b, y[u][b - 1] + y[v][b] - y[v][b - 1] - 1)
+                    cut(cin if split else c, u, b, y[u][b - 1] + y[v][b] - y[v][b - 1] - 1)
                 if b <= nb - 1:   # (10) the tensor of u leaves block b
-                    cut(u, b, y[u][b] - y[u][b - 1] - y[v][b])
+                    cut(c, u, b, y[u][b] - y[u][b - 1] - y[v][b])
 
     big = sum(sc.work_lo) + 2 * sum(sc.out_lo) + sum(sc.param_lo) + max(sc.ws_lo, default=0) + 1
     block_cost: dict[int, Any] = {}
@@ -274,8 +280,12 @@ def build_partition_model(
     bottleneck = model.new_int_var(low, big, "bottleneck")
     slack = 0
     cuts_of: dict[int, list[tuple[int, Any]]] = {b: [] for b in costed}
+    ins_of: dict[int, list[tuple[int, Any]]] = {b: [] for b in costed}
     for (u, b), var in c.items():
         cuts_of[b].append((u, var))
+    for (u, b), var in cin.items():
+        cuts_of[b].append((u, var))
+        ins_of[b].append((u, var))
     for b in costed:
         lin = _Lin()
         for v in range(n):
@@ -285,26 +295,45 @@ def build_partition_model(
             cut_lin.add(var, sc.out_lo[u])
             lin.add(var, sc.out_lo[u])
         if sc.memory is not None and counts[b - 1] > 0:
-            # Overflow of the block(s): sum_i (param_i + peak_i - M)^+ >= param + peak_lb - count M,
-            # with peak_lb either the boundary cut bytes (every input and output tensor is
-            # live at the last step; member blocks' cuts cover the superblock's) or the
-            # working set of one node (live at its step).
+            # Overflow of the (super)block S: sum_i (param_i + peak_i - M)^+ over its member
+            # blocks is >= param(S) + peak_lb - count M, where peak_lb is any of
+            #  * the boundary cut bytes of S: every input and output tensor is live at the
+            #    last step, and the member blocks' cuts cover the cut of S;
+            #  * in(S) + size_out(v) + inputs of v from inside S, for v in S: live at v's
+            #    step (across member blocks: each input tensor of S enters some member,
+            #    and inputs of v from other members are inputs of v's member block);
+            #  * ws(v) for v in S (weaker; used when the cut variables are absent).
             mem = sc.memory_hi(counts[b - 1])
             param_lin = _Lin()
             for v in range(n):
                 param_lin.add_x(y[v], b, sc.param_lo[v])
             param = param_lin.expr()
             over = model.new_int_var(0, big, f"over{b}")
+            pk_max = sum(sc.out_lo) + max(sc.ws_lo, default=0)
+            pk = model.new_int_var(0, pk_max, f"peak{b}")
+            _ge(model, over, param + pk - mem)
             if io:
                 _ge(model, over, param + cut_lin.expr() - mem)
-            if any(sc.ws_lo):
-                pk = model.new_int_var(0, max(sc.ws_lo), f"peak{b}")
+                in_lin = _Lin()
+                for u, var in ins_of[b]:
+                    in_lin.add(var, sc.out_lo[u])
+                in_b = model.new_int_var(0, pk_max, f"in{b}")
+                _ge(model, in_b, in_lin.expr())
+                for v in range(n):
+                    # size_out(v) x_v + sum_u size_out(u) (x_u + x_v - 1) <= bytes live at v's step
+                    step = _Lin()
+                    step.add_x(y[v], b, sc.out_lo[v])
+                    for e in range(problem.pred_ptr[v], problem.pred_ptr[v + 1]):
+                        u = int(problem.pred[e])
+                        step.add_x(y[u], b, sc.out_lo[u])
+                        step.add_x(y[v], b, sc.out_lo[u])
+                        step.const -= sc.out_lo[u]
+                    if step.terms:
+                        _ge(model, pk, in_b + step.expr())
+            else:
                 for v in range(n):
                     if sc.ws_lo[v]:
                         _ge(model, pk, sc.ws_lo[v] * (y[v][b] - y[v][b - 1]))
-                _ge(model, over, param + pk - mem)
-            else:
-                _ge(model, over, param - mem)
             lin.add(over, 1)
         cost = lin.expr()
         block_cost[b] = cost
@@ -319,7 +348,7 @@ def build_partition_model(
             heavy.add_x(y[v], heavy_block, sc.work_hi[v])
         _ge(model, heavy.expr(), sc.floor_of(heavy_work))
     model.minimize(bottleneck)
-    return PartitionModel(model=model, nb=nb, y=y, c=c, block_cost=block_cost,
+    return PartitionModel(model=model, nb=nb, y=y, c=c, cin=cin, block_cost=block_cost,
                           objective=bottleneck, slack=slack, scaled=sc)
 
 
@@ -343,11 +372,13 @@ def add_hint(pm: PartitionModel, problem: PipelineProblem, labels: Sequence[int]
         for b in range(1, pm.nb):
             if not isinstance(row[b], int):
                 pm.model.add_hint(row[b], int(labels[v] <= b - 1))
-    for (u, b), var in pm.c.items():
-        lu, here = labels[u], b - 1
-        cons = [labels[int(w)] for w in problem.succ[problem.succ_ptr[u]:problem.succ_ptr[u + 1]]]
-        val = (lu == here and any(lc > here for lc in cons)) or (lu < here and here in cons)
-        pm.model.add_hint(var, int(val))
+    for store, leaves, enters in ((pm.c, True, not pm.cin), (pm.cin, False, True)):
+        for (u, b), var in store.items():
+            lu, here = labels[u], b - 1
+            cons = [labels[int(w)] for w in problem.succ[problem.succ_ptr[u]:problem.succ_ptr[u + 1]]]
+            val = (leaves and lu == here and any(lc > here for lc in cons)) or (
+                enters and lu < here and here in cons)
+            pm.model.add_hint(var, int(val))
 
 
 STATUS = {

@@ -151,8 +151,9 @@ def test_bounds_valid_against_brute_force(chunk: int) -> None:
             _check_graph(i, k, stats)
     print(f"chunk {chunk}: exact MIP == OPT on {stats['mem_equal']}/{stats['mem']} memory cases, "
           f"mean exact/OPT {stats['mem_ratio_x1000'] / max(1, stats['mem']) / 1000:.3f}")
-    # the memory model must not collapse to the memory-free one (mean ratio about 0.97)
-    assert stats["mem_ratio_x1000"] >= 900 * stats["mem"]
+    # the peak lower bounds must stay strong (mean ratio about 0.98-0.99 per chunk; 0.97
+    # with only the cut and working-set bounds, lower still without overflow)
+    assert stats["mem_ratio_x1000"] >= 975 * stats["mem"]
 
 
 @pytest.mark.mip
