@@ -17,7 +17,8 @@ its true block costs:
   which every true solution of (14) still satisfies;
 * an integer ``bottleneck >= block`` costs nothing, but ``cnt * bottleneck >=
   block`` (a superblock of cnt blocks) may force ``bottleneck = ceil(s OPT)``,
-  i.e. up to one unit above ``s OPT``: those models subtract one unit (``slack``).
+  i.e. up to one unit above ``s OPT``: those models subtract one unit (``slack``);
+* the bottleneck variable starts at ``floor(s * simple bound)`` <= ``s OPT``.
 
 Hence ``(proven integer bound - slack) / s <= OPT`` in exact arithmetic; the
 float value is finally nudged down by a few ulps per node, because the exact

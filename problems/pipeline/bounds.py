@@ -34,9 +34,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
+from ortools.sat.python import cp_model
+
 from engine.errors import InputError
 from engine.records import Bound
 from problems.pipeline import _mip
+from problems.pipeline.evaluate import evaluate
 from problems.pipeline.model import PipelineProblem
 
 __all__ = [
@@ -229,7 +232,9 @@ class SolveEvent:
     wall_s: float = 0.0
 
 
-class _Incumbents(_mip.cp_model.CpSolverSolutionCallback):
+class _Incumbents(cp_model.CpSolverSolutionCallback):
+    """Keeps the last incumbent (CP-SAT reports improving ones) and forwards events."""
+
     def __init__(self, pm: _mip.PartitionModel, n: int, t0: float,
                  on_event: Callable[[SolveEvent], None] | None) -> None:
         super().__init__()
@@ -267,7 +272,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         cp_params: CP-SAT parameter overrides by name (e.g. ``{"cp_model_presolve": False}``,
             which helps large models under short limits).
     Returns:
-        A bound whose ``detail["blocks"]`` is the last (best) partition found, block per
+        A bound whose ``detail["blocks"]`` is the last partition found (the best by the
+        model's cost, which with a memory limit underestimates the true cost), block per
         node in DAG order, or None; ``detail["mip_value"]`` its approximate model cost.
     Raises:
         InputError: the hint is not an acyclic partition into at most k blocks.
@@ -277,14 +283,13 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     sc = _mip.scale(problem)
     pm = _mip.build_partition_model(problem, sc, k, objective_floor=_floor(problem, k))
     if hint is not None:
-        from problems.pipeline.evaluate import evaluate
         labels = evaluate(problem, hint, k=k).blocks.tolist()
         _mip.add_hint(pm, problem, labels)
     cb = _Incumbents(pm, problem.n, t0, on_event)
-    on_bound = None
+    on_bound: Callable[[float], None] | None = None
     if on_event is not None:
-        def on_bound(value: float) -> None:
-            on_event(SolveEvent("bound", value, wall_s=time.perf_counter() - t0))
+        report = on_event
+        on_bound = lambda value: report(SolveEvent("bound", value, wall_s=time.perf_counter() - t0))  # noqa: E731
     status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
                                      random_seed=random_seed, callback=cb, on_bound=on_bound,
                                      should_stop=should_stop, cp_params=cp_params)
