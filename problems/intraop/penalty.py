@@ -2,7 +2,7 @@
 
 The usage limit is moved into the objective as a per-node penalty
 ``w_v * m_v(s_v)``. Each iteration solves the relaxed problem (warm-started
-from the previous assignment), then
+from the previous assignment, after its greedy polish when it was feasible), then
 
 * feasible: polish with greedy swaps, keep it if it is the best so far, and
   lower every weight (``w *= down``) to promote cheaper strategies;
@@ -59,18 +59,26 @@ class PenaltySearch:
         down: factor for all weights after a feasible relaxed solution.
         jitter: relative size of the random perturbation of every update.
         min_weight: floor for raised weights.
+        restart_after: after this many iterations without a new best, go back to the
+            best solution and the weights that produced it, strongly perturbed (0: never).
+        warm_from_polished: start the next relaxed solve from the greedily polished
+            solution instead of the raw relaxed one.
         solve_options: keyword arguments for :meth:`RelaxedSolver.solve` (sweep and TRW-S effort).
     """
 
     def __init__(self, prep: Prepared, weight: float | NDArray[np.float64], seed: int, *,
                  up: float = 1.6, down: float = 0.93, jitter: float = 0.05, min_weight: float = 1e-3,
-                 solve_options: dict[str, Any] | None = None) -> None:
+                 restart_after: int = 0, warm_from_polished: bool = True, solve_options: dict[str, Any] | None = None) -> None:
         self.prep = prep
         self.rng = np.random.default_rng(seed)
         n = prep.problem.n
         w = np.full(n, float(weight)) if np.isscalar(weight) else np.array(weight, dtype=np.float64)
         self.up, self.down, self.jitter, self.min_weight = up, down, jitter, min_weight
         self.solve_options = dict(solve_options or {})
+        self.restart_after = restart_after
+        self.warm_from_polished = warm_from_polished
+        self._best_weight: NDArray[np.float64] | None = None
+        self._last_gain = 0
         self.live = prep.live
         self.weight = w * self._noise(n) * self.live
         self.solver = RelaxedSolver(prep)
@@ -98,12 +106,20 @@ class PenaltySearch:
             live_w = self.weight[self.live]
             scale = float(np.exp(np.mean(np.log(np.maximum(live_w, 1e-300))))) if len(live_w) else 0.0
             self._best = Found(ev.cost, s, self.iterations, scale)
+            self._best_weight = self.weight.copy()
+            self._last_gain = self.iterations
             return self._best
         return None
 
     def iterate(self) -> Found | None:
         """One relaxed solve and weight update; returns a new best solution if it found one."""
         problem = self.prep.problem
+        if (self.restart_after and self._best is not None
+                and self.iterations - self._last_gain >= self.restart_after):
+            self._last_gain = self.iterations
+            assert self._best_weight is not None
+            self.weight = self._best_weight * np.exp(self.rng.normal(0.0, 0.3, size=problem.n))
+            self.current = self._best.solution.copy()
         sol = self.solver.solve(self.weight, self.rng, self.current, **self.solve_options)
         self.current = sol
         self.iterations += 1
@@ -112,7 +128,10 @@ class PenaltySearch:
         over = prof > limit if limit is not None else np.zeros(len(prof), dtype=bool)
         if not over.any():
             self.feasible_relaxed += 1
-            found = self._offer(sol.copy())
+            polished = sol.copy()
+            found = self._offer(polished)
+            if self.warm_from_polished:
+                self.current = polished
             self.weight *= self.down * self._noise(problem.n)
             return found
         found = None
