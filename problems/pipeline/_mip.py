@@ -155,6 +155,7 @@ class PartitionModel:
     cin: dict[tuple[int, int], Any]    # tensor of u enters block b (only with a memory limit)
     block_cost: dict[int, Any]
     objective: Any
+    objective_low: int      # domain lower bound of the objective (valid by construction)
     slack: int
     scaled: Scaled
 
@@ -350,7 +351,7 @@ def build_partition_model(
         _ge(model, heavy.expr(), sc.floor_of(heavy_work))
     model.minimize(bottleneck)
     return PartitionModel(model=model, nb=nb, y=y, c=c, cin=cin, block_cost=block_cost,
-                          objective=bottleneck, slack=slack, scaled=sc)
+                          objective=bottleneck, objective_low=low, slack=slack, scaled=sc)
 
 
 def labels_from(pm: PartitionModel, value: Callable[[Any], int]) -> list[int]:
@@ -420,7 +421,7 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     for name, val in (cp_params or {}).items():
         setattr(solver.parameters, name, val)
     if on_bound is not None:
-        solver.best_bound_callback = lambda b: on_bound(to_value(pm, b, n))
+        solver.best_bound_callback = lambda b: on_bound(to_value(pm, max(b, pm.objective_low), n))
     done = threading.Event()
 
     def watch() -> None:
@@ -440,7 +441,8 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     wall = time.perf_counter() - t0
     status = STATUS.get(st, f"error: status {st}")
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
-        value = to_value(pm, solver.best_objective_bound, n)
+        # A solve stopped in presolve reports 0; the objective's domain bound holds anyway.
+        value = to_value(pm, max(solver.best_objective_bound, pm.objective_low), n)
         if st == cp_model.UNKNOWN and math.isfinite(value):
             status = "bound-only"
     else:

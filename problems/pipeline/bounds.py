@@ -247,7 +247,7 @@ class _Incumbents(cp_model.CpSolverSolutionCallback):
         self.best = labels
         self.best_mip_value = float(Fraction(int(self.objective_value)) / self.pm.scaled.s)
         if self.on_event is not None:
-            bound = _mip.to_value(self.pm, self.best_objective_bound, self.n)
+            bound = _mip.to_value(self.pm, max(self.best_objective_bound, self.pm.objective_low), self.n)
             self.on_event(SolveEvent("incumbent", bound, tuple(labels), self.best_mip_value,
                                      time.perf_counter() - self.t0))
 
