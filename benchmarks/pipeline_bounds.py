@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", default="2,4,8,16", help="comma-separated k values")
     ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per MIP method and row")
     ap.add_argument("--workers", type=int, default=1, help="CP-SAT workers (keep <= 2 on shared machines)")
+    ap.add_argument("--columns", default="", help=f"comma-separated subset of {[c.name for c in COLUMNS]}")
     ap.add_argument("--json", default=None, help="also write all rows as JSON lines to this file")
     args = ap.parse_args(argv)
 
@@ -140,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         files = [f for f in files if any(w in os.path.basename(f) for w in wanted)]
     ks = [int(x) for x in args.ks.split(",") if x]
     columns = COLUMNS
+    if args.columns:
+        wanted_cols = args.columns.split(",")
+        columns = [c for c in COLUMNS if c.name in wanted_cols]
     print(f"# time limit {args.time_limit:g} s per method, {args.workers} CP-SAT worker(s); "
           f"'*' = not proven optimal (best bound at the limit)")
     print(header(columns))

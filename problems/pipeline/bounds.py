@@ -18,12 +18,13 @@ Methods, from cheap to strong:
 * ``exact``: the exact MIP with k blocks (Fig. 3); it also finds partitions, which
   callers must re-score with :func:`problems.pipeline.evaluate.evaluate`.
 
-Memory: when M is set, a (super)block of ``cnt`` blocks pays at least
-``(param + peak_lb - cnt M)^+ / B``, where ``peak_lb`` is the bytes of the tensors cut
-by its boundary (all live at the last step) or one node's working set
-``ws(v) = size_out(v) + sum of its inputs`` (live while v runs). The exact MIP is
-therefore exact without a memory limit and a relaxation with one, since the true
-peak depends on the schedule.
+Memory: when M is set, a (super)block S of ``cnt`` blocks pays at least
+``(param(S) + peak_lb - cnt M)^+ / B``, where ``peak_lb`` is the bytes of the tensors
+cut by its boundary (all live at the last step), or its input bytes plus the bytes
+live while one node v runs (v's output and its inputs from inside S), or, in the
+no-io variant, one node's working set ``ws(v) = size_out(v) + sum of its inputs``.
+The exact MIP is therefore exact without a memory limit and a relaxation with one,
+since the true peak depends on the schedule.
 """
 
 from __future__ import annotations
