@@ -1,0 +1,359 @@
+"""Numba kernels for certified lower bounds: exact integer tables, float message passing.
+
+Conventions (the same layout as :mod:`problems.intraop._kernels`): per-strategy
+vectors are flat and indexed ``ptr[v] + s``; pair table ``t`` is row-major
+``k[tab_x[t]] x k[tab_y[t]]`` at ``offset tab_off[t]``; adjacency entry ``e`` of
+node ``v`` names a neighbour ``adj_nbr[e]`` and the table ``adj_tab[e]``.
+
+Integer tables hold every cost exactly, with two reserved magnitudes:
+
+* ``EXCL`` marks an *excluded* choice (forbidden in the file, or proven
+  impossible): it is never part of any assignment that counts.
+* finite values are kept ``<= CAP``; a larger finite sum is lowered to ``CAP``.
+  Lowering a cost can only lower a minimum, so every bound computed from the
+  capped tables stays valid. With ``CAP = 2^61 - 1`` and ``EXCL = 2^62 - 1`` the sum
+  of two entries never overflows int64 and ``finite + finite < EXCL <= finite + EXCL``.
+  Every single admissible cost (``< 10^18``) is below CAP.
+
+Message passing runs in float64 with excluded entries as ``+inf`` and never
+subtracts an infinity. Only :func:`dual_terms` produces certified numbers, and it
+computes them in exact integer arithmetic from integer messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CAP = (1 << 61) - 1
+EXCL = (1 << 62) - 1
+_JIT = dict(nogil=True, cache=True)
+
+
+@njit(**_JIT)
+def sat_add(a, b):  # pragma: no cover - jitted
+    """``a + b`` for integer table entries: EXCL if either is, else capped at CAP."""
+    s = a + b
+    if s >= EXCL:
+        return EXCL
+    if s > CAP:
+        return CAP
+    return s
+
+
+@njit(**_JIT)
+def pair_entry(tabs, tab_off, tab_x, k, t, v, a, nbr, b):  # pragma: no cover - jitted
+    """Entry of table ``t`` for node ``v`` at ``a`` and its neighbour ``nbr`` at ``b`` (either orientation)."""
+    if tab_x[t] == v:
+        return tabs[tab_off[t] + a * k[nbr] + b]
+    return tabs[tab_off[t] + b * k[v] + a]
+
+
+@njit(**_JIT)
+def merge_edges_int(edge_u, edge_v, edge_ptr, edge_cost, pair, tab_off, tab_x, k, ptr, forbidden,
+                    unary, tabs):  # pragma: no cover - jitted
+    """Sum the file's edges into the integer pair tables (``pair[e] < 0``: self-loop diagonal into ``unary``).
+
+    A cost ``>= forbidden`` makes the entry EXCL. ``unary`` and ``tabs`` must start at 0 / node costs.
+    """
+    for e in range(len(edge_u)):
+        u, v = edge_u[e], edge_v[e]
+        ku, kv = k[u], k[v]
+        base = edge_ptr[e]
+        p = pair[e]
+        for su in range(ku):
+            for sv in range(kv):
+                c = edge_cost[base + su * kv + sv]
+                if c >= forbidden:
+                    c = EXCL
+                if p < 0:
+                    if su == sv:
+                        unary[ptr[u] + su] = sat_add(unary[ptr[u] + su], c)
+                elif tab_x[p] == u:
+                    i = tab_off[p] + su * kv + sv
+                    tabs[i] = sat_add(tabs[i], c)
+                else:
+                    i = tab_off[p] + sv * ku + su
+                    tabs[i] = sat_add(tabs[i], c)
+
+
+@njit(**_JIT)
+def replay_int(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr,
+               theta, work, tmp, elim0_min):  # pragma: no cover - jitted
+    """Exact degree <= 2 elimination on integer tables (see :mod:`problems.intraop.reduce`).
+
+    ``theta`` (unary) and ``work`` (tables) are updated in place. Each ELIM0 node's
+    final minimum is written to ``elim0_min[i]`` (EXCL if all its choices are excluded);
+    the optimum of the whole network is the optimum of the core plus their sum.
+    """
+    for i in range(len(kind)):
+        v = op_v[i]
+        kv = k[v]
+        tv = ptr[v]
+        if kind[i] == 0:
+            best = EXCL
+            for b in range(kv):
+                if theta[tv + b] < best:
+                    best = theta[tv + b]
+            elim0_min[i] = best
+        elif kind[i] == 1:
+            u = op_u[i]
+            for a in range(k[u]):
+                best = EXCL
+                for b in range(kv):
+                    c = sat_add(pair_entry(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
+                    if c < best:
+                        best = c
+                theta[ptr[u] + a] = sat_add(theta[ptr[u] + a], best)
+        else:
+            u, w = op_u[i], op_w[i]
+            kw = k[w]
+            out = tab_off[op_out[i]]
+            t3 = op_t3[i]
+            for a in range(k[u]):
+                for b in range(kv):
+                    tmp[b] = sat_add(pair_entry(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
+                for c in range(kw):
+                    best = EXCL
+                    for b in range(kv):
+                        x = sat_add(tmp[b], pair_entry(work, tab_off, tab_x, k, op_t2[i], v, b, w, c))
+                        if x < best:
+                            best = x
+                    if t3 >= 0:
+                        best = sat_add(best, pair_entry(work, tab_off, tab_x, k, t3, u, a, w, c))
+                    work[out + a * kw + c] = best
+
+
+@njit(**_JIT)
+def reconstruct_int(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work,
+                    sol):  # pragma: no cover - jitted
+    """Extend a core labelling to the eliminated nodes (reverse order, best response each)."""
+    for i in range(len(kind) - 1, -1, -1):
+        v = op_v[i]
+        tv = ptr[v]
+        best = EXCL + 1
+        best_s = 0
+        for b in range(k[v]):
+            c = theta[tv + b]
+            if kind[i] >= 1:
+                c = sat_add(c, pair_entry(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]))
+            if kind[i] == 2:
+                c = sat_add(c, pair_entry(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]))
+            if c < best:
+                best = c
+                best_s = b
+        sol[v] = best_s
+
+
+@njit(**_JIT)
+def to_float(src, dst):  # pragma: no cover - jitted
+    """Integer entries to float64, EXCL to +inf."""
+    for i in range(len(src)):
+        dst[i] = np.inf if src[i] >= EXCL else float(src[i])
+
+
+@njit(**_JIT)
+def trws_sweep(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
+               msg, msg_off, rev, sol, hat):  # pragma: no cover - jitted
+    """One TRW-S pass (Kolmogorov 2006) in ``order`` on float tables where +inf marks exclusion.
+
+    ``msg[msg_off[e]:][:k_v]`` is the message into node ``v`` along its adjacency
+    entry ``e``; ``rank[v]`` is the position of ``v`` in ``order``; ``gamma[v]`` is
+    ``1 / max(#earlier, #later neighbours)``. Excluded labels (infinite belief) are
+    skipped, so no infinity is ever subtracted. Each node also gets a greedy label
+    in ``sol`` (earlier neighbours by their labels, later ones by their messages).
+    """
+    for idx in range(len(order)):
+        i = order[idx]
+        ki = k[i]
+        pi = ptr[i]
+        # greedy label
+        best = np.inf
+        bs = sol[i]
+        for a in range(ki):
+            h = theta[pi + a]
+            if h == np.inf:
+                continue
+            for e in range(adj_ptr[i], adj_ptr[i + 1]):
+                j = adj_nbr[e]
+                if rank[j] < idx:
+                    h += pair_entry(tabs, tab_off, tab_x, k, adj_tab[e], i, a, j, sol[j])
+                else:
+                    h += msg[msg_off[e] + a]
+            if h < best:
+                best = h
+                bs = a
+        sol[i] = bs
+        # belief
+        for a in range(ki):
+            h = theta[pi + a]
+            for e in range(adj_ptr[i], adj_ptr[i + 1]):
+                h += msg[msg_off[e] + a]
+            hat[a] = h
+        g = gamma[i]
+        for e in range(adj_ptr[i], adj_ptr[i + 1]):
+            j = adj_nbr[e]
+            if rank[j] <= idx:
+                continue
+            kj = k[j]
+            t = adj_tab[e]
+            oi = msg_off[e]
+            oj = msg_off[rev[e]]
+            row = tab_x[t] == i
+            off = tab_off[t]
+            mn = np.inf
+            for b in range(kj):
+                best = np.inf
+                for a in range(ki):
+                    if hat[a] == np.inf:
+                        continue
+                    f = tabs[off + a * kj + b] if row else tabs[off + b * ki + a]
+                    if f == np.inf:
+                        continue
+                    c = g * hat[a] - msg[oi + a] + f
+                    if c < best:
+                        best = c
+                msg[oj + b] = best
+                if best < mn:
+                    mn = best
+            if mn < np.inf:
+                for b in range(kj):
+                    msg[oj + b] -= mn
+
+
+@njit(**_JIT)
+def round_messages(msg, bound, out):  # pragma: no cover - jitted
+    """Integer messages: nearest integer clipped to ``[-bound, bound]`` (+inf to ``bound``, NaN to 0)."""
+    for i in range(len(msg)):
+        x = msg[i]
+        if x != x:
+            out[i] = 0
+        elif x >= bound:
+            out[i] = bound
+        elif x <= -bound:
+            out[i] = -bound
+        else:
+            out[i] = np.int64(np.floor(x + 0.5))
+
+
+@njit(**_JIT)
+def dual_terms(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, msg, msg_off, rev,
+               node_min, edge_min):  # pragma: no cover - jitted
+    """The reparametrisation lower bound of the core for integer messages, term by term.
+
+    With ``bar_v(x) = theta_v(x) + sum_e msg_e(x)`` and, for the table between
+    ``v`` and ``j`` (entry ``e`` of ``v``), ``bar_vj(x, y) = f(x, y) - msg_e(x) -
+    msg_rev(e)(y)``, every assignment's cost is ``sum_v bar_v + sum_vj bar_vj``,
+    so ``sum_v min bar_v + sum_vj min bar_vj`` is a lower bound whatever the
+    messages. Minima run over non-excluded entries only (pairs also need both
+    labels non-excluded). ``node_min[i]`` is the term of ``core[i]``;
+    ``edge_min[e]`` the term of the table seen from entry ``e`` of its smaller
+    endpoint (others 0). A term with no admissible entry is EXCL (no assignment).
+    Exact (no int64 overflow) as long as ``0 <= theta, tabs <= EXCL`` and ``|msg| <= 2^62 / (max degree + 2)``.
+    """
+    for ci in range(len(core)):
+        v = core[ci]
+        best = EXCL
+        for a in range(k[v]):
+            if theta[ptr[v] + a] >= EXCL:
+                continue
+            h = theta[ptr[v] + a]
+            for e in range(adj_ptr[v], adj_ptr[v + 1]):
+                h += msg[msg_off[e] + a]
+            if h < best:
+                best = h
+        node_min[ci] = best
+        for e in range(adj_ptr[v], adj_ptr[v + 1]):
+            j = adj_nbr[e]
+            if j < v:
+                continue
+            t = adj_tab[e]
+            oi = msg_off[e]
+            oj = msg_off[rev[e]]
+            best = EXCL
+            for a in range(k[v]):
+                if theta[ptr[v] + a] >= EXCL:
+                    continue
+                for b in range(k[j]):
+                    if theta[ptr[j] + b] >= EXCL:
+                        continue
+                    f = pair_entry(tabs, tab_off, tab_x, k, t, v, a, j, b)
+                    if f >= EXCL:
+                        continue
+                    h = f - msg[oi + a] - msg[oj + b]
+                    if h < best:
+                        best = h
+            edge_min[e] = best
+
+
+@njit(**_JIT)
+def arc_consistency(nodes, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x):  # pragma: no cover
+    """Exclude labels with no admissible partner at some neighbour, to a fixpoint.
+
+    Sound: an excluded label takes part in no assignment free of excluded
+    choices. Returns the number of labels newly excluded.
+    """
+    removed = 0
+    changed = True
+    while changed:
+        changed = False
+        for v in nodes:
+            for a in range(k[v]):
+                if theta[ptr[v] + a] >= EXCL:
+                    continue
+                for e in range(adj_ptr[v], adj_ptr[v + 1]):
+                    j = adj_nbr[e]
+                    ok = False
+                    for b in range(k[j]):
+                        if theta[ptr[j] + b] < EXCL and \
+                                pair_entry(tabs, tab_off, tab_x, k, adj_tab[e], v, a, j, b) < EXCL:
+                            ok = True
+                            break
+                    if not ok:
+                        theta[ptr[v] + a] = EXCL
+                        removed += 1
+                        changed = True
+                        break
+    return removed
+
+
+@njit(**_JIT)
+def penalty_unary(base, usage, ptr, weight, theta):  # pragma: no cover - jitted
+    """``theta = base + floor(weight[v] * usage)`` in integers (EXCL kept; products above CAP capped).
+
+    ``weight`` must already be rounded down enough that the float product never
+    exceeds the exact one (the caller's job); flooring then keeps the penalty a
+    lower estimate, so the Lagrangian bound stays valid.
+    """
+    for v in range(len(weight)):
+        w = weight[v]
+        for j in range(ptr[v], ptr[v + 1]):
+            if base[j] >= EXCL:
+                theta[j] = EXCL
+                continue
+            x = w * float(usage[j])
+            p = CAP if x >= CAP else np.int64(np.floor(x))
+            theta[j] = sat_add(base[j], p)
+
+
+@njit(**_JIT)
+def spread_beliefs(core, theta, ptr, k, adj_ptr, msg, msg_off, out):  # pragma: no cover - jitted
+    """Messages ``out`` that move each core node's belief evenly onto its tables.
+
+    For admissible labels, ``out_e(a) = msg_e(a) - bel_v(a) / deg(v)`` with
+    ``bel_v = theta_v + sum_e msg_e``, so every node term of the reparametrisation
+    becomes 0 and the bound is the sum of the table minima (each table then sees
+    its share of both endpoints, as in the tree-reweighted bound with one tree per
+    table). Only the choice of messages changes; :func:`dual_terms` certifies any.
+    """
+    for v in core:
+        d = adj_ptr[v + 1] - adj_ptr[v]
+        for a in range(k[v]):
+            bel = theta[ptr[v] + a]
+            for e in range(adj_ptr[v], adj_ptr[v + 1]):
+                bel += msg[msg_off[e] + a]
+            for e in range(adj_ptr[v], adj_ptr[v + 1]):
+                if bel == np.inf:
+                    out[msg_off[e] + a] = 0.0
+                else:
+                    out[msg_off[e] + a] = msg[msg_off[e] + a] - bel / d

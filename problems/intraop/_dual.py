@@ -1,0 +1,303 @@
+"""Certified lower bounds on ``min sum_v theta_v(s_v) + sum_uv f_uv(s_u, s_v)`` (no usage limit).
+
+The pairwise network is held in exact integers (see :mod:`problems.intraop._bound_kernels`
+for the ``EXCL``/``CAP`` conventions). A bound is computed in three exact steps:
+
+1. the degree <= 2 elimination of :func:`problems.intraop.reduce.plan_reduction`
+   is replayed on integers (the optimum of the whole network is the optimum of the
+   core plus the minima of the ELIM0 nodes, for any unary costs);
+2. the core is solved exactly by min-degree variable elimination when its largest
+   intermediate table stays small, otherwise
+3. TRW-S messages are computed in floating point, rounded to integers, and the
+   reparametrisation bound of :func:`~problems.intraop._bound_kernels.dual_terms` is
+   evaluated exactly. Rounding only changes *which* dual point is certified, never
+   the validity of the value, so no floating-point safety margin is needed.
+
+Totals are summed as Python ints.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from problems.intraop import _bound_kernels as BK
+from problems.intraop.model import FORBIDDEN, IntraopProblem
+from problems.intraop.network import PairNetwork, build_network
+from problems.intraop.reduce import ReductionPlan, plan_reduction
+
+EXCL, CAP = BK.EXCL, BK.CAP
+#: Variable elimination of the core is tried when no intermediate table exceeds this many entries.
+EXACT_TABLE_LIMIT = 1 << 21
+#: ... and when the core has at most this many nodes (the greedy ordering is quadratic).
+MAX_EXACT_CORE = 1500
+INFEASIBLE = math.inf
+
+
+@dataclass(frozen=True, eq=False)
+class BoundPrep:
+    """Read-only integer network of one problem, shared by every bound method.
+
+    Attributes:
+        problem: the instance.
+        net: the merged float network (used for its structure only: ``k``, ``ptr``, tables).
+        plan: the elimination plan (structure only, replayed on integers).
+        unary: int64[K], node costs plus self-loop diagonals; EXCL for forbidden ones.
+        work: int64[plan.work_size], merged pair tables then room for the created ones.
+        usage: int64[K], node usages.
+    """
+
+    problem: IntraopProblem
+    net: PairNetwork
+    plan: ReductionPlan
+    unary: NDArray[np.int64]
+    work: NDArray[np.int64]
+
+    @property
+    def num_tables(self) -> int:
+        return self.net.num_tables
+
+
+_PREP: "weakref.WeakKeyDictionary[IntraopProblem, BoundPrep]" = weakref.WeakKeyDictionary()
+
+
+def prepare_bounds(problem: IntraopProblem) -> BoundPrep:
+    """Build (once per problem object, cached weakly) the exact integer network and elimination plan."""
+    prep = _PREP.get(problem)
+    if prep is not None:
+        return prep
+    net = build_network(problem)
+    plan = plan_reduction(net)
+    n = problem.n
+    eu = problem.edge_u.astype(np.int64)
+    ev = problem.edge_v.astype(np.int64)
+    loop = eu == ev
+    key = np.minimum(eu, ev) * n + np.maximum(eu, ev)
+    keys, pair_of_edge = np.unique(key[~loop], return_inverse=True)  # same order as build_network
+    if not (np.array_equal(keys // n, net.tab_x) and np.array_equal(keys % n, net.tab_y)):
+        raise AssertionError("pair tables disagree with build_network; please file a bug")
+    pair = np.full(problem.m, -1, dtype=np.int64)
+    pair[~loop] = pair_of_edge
+    unary = np.where(problem.node_cost >= FORBIDDEN, EXCL, problem.node_cost).astype(np.int64)
+    work = np.zeros(plan.work_size, dtype=np.int64)
+    BK.merge_edges_int(problem.edge_u, problem.edge_v, problem.edge_ptr, problem.edge_cost, pair,
+                       net.tab_off, net.tab_x, net.k, net.ptr, FORBIDDEN, unary, work)
+    for a in (unary, work):
+        a.flags.writeable = False
+    prep = BoundPrep(problem, net, plan, unary, work)
+    _PREP[problem] = prep
+    return prep
+
+
+def _sat(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    s = a + b
+    return np.where(s >= EXCL, EXCL, np.minimum(s, CAP))
+
+
+def elimination_order(core: NDArray[np.int64], plan: ReductionPlan, k: NDArray[np.int64],
+                      table_limit: int) -> list[int] | None:
+    """A greedy min-fill-size elimination order of the core graph, or None if some table would exceed ``table_limit``."""
+    if len(core) > MAX_EXACT_CORE:
+        return None
+    adj = {v: {int(x) for x in plan.adj_nbr[plan.adj_ptr[v]:plan.adj_ptr[v + 1]]} for v in core.tolist()}
+    ks = {v: int(k[v]) for v in adj}
+    order = []
+    while adj:
+        v = min(adj, key=lambda x: math.prod(ks[y] for y in adj[x]) * ks[x])
+        if math.prod(ks[y] for y in adj[v]) * ks[v] > table_limit:
+            return None
+        nb = adj.pop(v)
+        for x in nb:
+            adj[x] |= nb
+            adj[x].discard(x)
+            adj[x].discard(v)
+        order.append(v)
+    return order
+
+
+def exact_core_min(order: list[int], theta: NDArray[np.int64], work: NDArray[np.int64],
+                   plan: ReductionPlan, net: PairNetwork) -> int:
+    """Exact minimum of the core network by variable elimination in ``order`` (all core nodes).
+
+    Returns:
+        The minimum, EXCL if every assignment uses an excluded entry.
+    """
+    k, ptr = net.k, net.ptr
+    bucket: dict[int, list[tuple[tuple[int, ...], NDArray[np.int64]]]] = {v: [] for v in order}
+    pos = {v: i for i, v in enumerate(order)}
+
+    def add(vs: tuple[int, ...], arr: NDArray[np.int64]) -> None:
+        if not vs:
+            constants.append(int(arr.reshape(-1)[0]))
+        else:
+            bucket[min(vs, key=pos.__getitem__)].append((vs, arr))
+
+    constants: list[int] = []
+    for v in order:
+        add((v,), theta[ptr[v]:ptr[v] + k[v]].copy())
+        for e in range(plan.adj_ptr[v], plan.adj_ptr[v + 1]):
+            j = int(plan.adj_nbr[e])
+            if j < v:
+                continue
+            t = int(plan.adj_tab[e])
+            off = int(plan.tab_off[t])
+            if int(plan.tab_x[t]) == v:
+                tab = work[off:off + k[v] * k[j]].reshape(k[v], k[j])
+            else:
+                tab = work[off:off + k[v] * k[j]].reshape(k[j], k[v]).T
+            add((v, j), np.ascontiguousarray(tab))
+    for v in order:
+        fs = bucket.pop(v)
+        full = tuple(sorted({x for vs, _ in fs for x in vs}))
+        acc = np.zeros([int(k[x]) for x in full], dtype=np.int64)
+        for vs, arr in fs:
+            acc = _sat(acc, arr.reshape([int(k[x]) if x in vs else 1 for x in full]))
+        add(tuple(x for x in full if x != v), acc.min(axis=full.index(v)))
+    if any(c >= EXCL for c in constants):
+        return EXCL
+    return sum(constants)
+
+
+class CoreDual:
+    """Bounds of the unconstrained network for changing unary costs, warm-starting TRW-S messages.
+
+    Not thread-safe: one per computation. Call :meth:`bound` with a new ``theta``.
+    """
+
+    def __init__(self, prep: BoundPrep, *, exact_table_limit: int = EXACT_TABLE_LIMIT) -> None:
+        self.prep = prep
+        net, plan = prep.net, prep.plan
+        n = net.n
+        core = plan.core
+        self.core = core
+        self.exact_table_limit = exact_table_limit
+        # the order depends only on the graph: planned once
+        self._order = elimination_order(core, plan, net.k, exact_table_limit) if len(core) else None
+        deg = np.diff(plan.adj_ptr)
+        entry_node = np.repeat(np.arange(n), deg)
+        sizes = net.k[entry_node]
+        self.msg_off = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+        if len(sizes):
+            np.cumsum(sizes[:-1], out=self.msg_off[1:])
+        self.msg = np.zeros(int(sizes.sum()), dtype=np.float64)
+        self.msg_int = np.zeros(len(self.msg), dtype=np.int64)
+        self._spread = np.zeros(len(self.msg), dtype=np.float64)
+        self.rev = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+        from problems.intraop._kernels import reverse_entries
+        reverse_entries(plan.adj_ptr, plan.adj_nbr, self.rev)
+        self.fwd = core.copy()
+        self.bwd = core[::-1].copy()
+        self.rank_f = np.zeros(n, dtype=np.int64)
+        self.rank_f[core] = np.arange(len(core))
+        self.rank_b = np.zeros(n, dtype=np.int64)
+        self.rank_b[core] = len(core) - 1 - np.arange(len(core))
+        earlier = np.zeros(n, dtype=np.int64)
+        if len(plan.adj_nbr):
+            e_early = (self.rank_f[plan.adj_nbr] < self.rank_f[entry_node]).astype(np.int64)
+            earlier = np.bincount(entry_node, weights=e_early, minlength=n).astype(np.int64)
+        self.gamma = 1.0 / np.maximum(1, np.maximum(earlier, deg - earlier))
+        max_deg = int(deg.max()) if len(deg) else 0
+        self.msg_bound = (1 << 62) // (max_deg + 2)
+        self.theta = np.empty(len(prep.unary), dtype=np.int64)
+        self.work = prep.work.copy()
+        self.theta_f = np.empty(len(prep.unary), dtype=np.float64)
+        self.work_f = np.empty(len(self.work), dtype=np.float64)
+        self.elim0 = np.zeros(plan.num_ops, dtype=np.int64)
+        self._tmp = np.zeros(int(net.k.max()) if n else 1, dtype=np.int64)
+        self._hat = np.zeros(int(net.k.max()) if n else 1, dtype=np.float64)
+        self.sol = np.zeros(n, dtype=np.int64)
+        self._node_min = np.zeros(len(core), dtype=np.int64)
+        self._edge_min = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+        self._edge_mask = np.zeros(len(plan.adj_nbr), dtype=bool)
+        if len(plan.adj_nbr):
+            self._edge_mask = plan.adj_nbr > entry_node
+        self.last_exact = False
+
+    def _replay(self, theta: NDArray[np.int64]) -> int | None:
+        """Eliminate; returns the summed ELIM0 minima, or None when some ELIM0 node has no admissible label."""
+        net, plan = self.prep.net, self.prep.plan
+        self.theta[:] = theta
+        self.work[:len(self.prep.work)] = self.prep.work
+        BK.replay_int(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3,
+                      plan.op_out, plan.tab_x, plan.tab_off, net.k, net.ptr, self.theta, self.work, self._tmp,
+                      self.elim0)
+        mins = self.elim0[plan.op_kind == 0]
+        if np.any(mins >= EXCL):
+            return None
+        return sum(mins.tolist())
+
+    def certificate(self) -> int:
+        """Exact dual value of the core for the current (rounded) messages; EXCL if provably empty."""
+        net, plan = self.prep.net, self.prep.plan
+        BK.spread_beliefs(self.core, self.theta_f, net.ptr, net.k, plan.adj_ptr, self.msg, self.msg_off, self._spread)
+        BK.round_messages(self._spread, self.msg_bound, self.msg_int)
+        self._edge_min[:] = 0
+        BK.dual_terms(self.core, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, self.work,
+                      plan.tab_off, plan.tab_x, self.msg_int, self.msg_off, self.rev, self._node_min, self._edge_min)
+        e = self._edge_min[self._edge_mask]
+        if np.any(self._node_min >= EXCL) or np.any(e >= EXCL):
+            return EXCL
+        return sum(self._node_min.tolist()) + sum(e.tolist())
+
+    def bound(self, theta: NDArray[np.int64], *, iterations: int = 10, deadline: float = math.inf,
+              patience: int = 3, label: bool = False) -> tuple[float | int, bool]:
+        """A certified lower bound on ``min theta + pair tables`` for the integer unary ``theta``.
+
+        Args:
+            theta: int64[K], unary costs (EXCL for excluded labels), all entries in ``[0, EXCL]``.
+            iterations: TRW-S forward+backward passes at most (warm-started from the last call).
+            deadline: ``time.perf_counter()`` value after which no new pass starts.
+            patience: stop after this many passes without a better certificate.
+            label: also leave a complete labelling (TRW-S greedy labels extended to all nodes) in ``sol``.
+
+        Returns:
+            ``(value, exact)``: a Python int (``math.inf`` if no admissible assignment exists)
+            and whether it is the exact optimum.
+        """
+        net, plan = self.prep.net, self.prep.plan
+        base = self._replay(theta)
+        if base is None:
+            return INFEASIBLE, True
+        core = self.core
+        best: int | None = None
+        exact = False
+        if len(core) == 0:
+            best, exact = 0, True
+        else:
+            BK.arc_consistency(core, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
+                               self.work, plan.tab_off, plan.tab_x)
+            if self._order is not None:
+                best, exact = exact_core_min(self._order, self.theta, self.work, plan, net), True
+            if not exact or label:
+                BK.to_float(self.theta, self.theta_f)
+                BK.to_float(self.work, self.work_f)
+                stale = 0
+                for _ in range(iterations):
+                    if time.perf_counter() > deadline and best is not None:
+                        break
+                    for order, rank in ((self.fwd, self.rank_f), (self.bwd, self.rank_b)):
+                        BK.trws_sweep(order, rank, self.gamma, self.theta_f, net.ptr, net.k, plan.adj_ptr,
+                                      plan.adj_nbr, plan.adj_tab, self.work_f, plan.tab_off, plan.tab_x, self.msg,
+                                      self.msg_off, self.rev, self.sol, self._hat)
+                    if exact:
+                        break
+                    c = self.certificate()
+                    if best is None or c > best:
+                        best, stale = c, 0
+                    else:
+                        stale += 1
+                        if stale >= patience:
+                            break
+        assert best is not None
+        if label:
+            BK.reconstruct_int(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.tab_x,
+                               plan.tab_off, net.k, net.ptr, self.theta, self.work, self.sol)
+        if best >= EXCL:
+            return INFEASIBLE, True
+        # all entries are >= 0, so below CAP no partial sum of the optimum was capped
+        return base + best, exact and base + best < CAP

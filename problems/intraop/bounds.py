@@ -1,0 +1,285 @@
+"""Certified lower bounds for the intra-operator sharding problem.
+
+``lower_bound(problem, method, time_limit_s)`` returns an :class:`engine.records.Bound`
+whose value is an integer ``<=`` the cost of every feasible solution (one free of
+forbidden choices, i.e. costs ``>= 10^18``, and within the usage limit), or
+``math.inf`` when the method proved that none exists. Methods, cheapest first:
+
+* ``trivial``: every node at its cheapest admissible strategy plus every merged
+  edge table at its cheapest admissible pair.
+* ``unconstrained``: the optimum without the usage limit, exact when the core
+  left by degree <= 2 elimination is small (variable elimination), otherwise the
+  TRW-S dual bound of that core (see :mod:`problems.intraop._dual`).
+* ``lagrangian``: ``max over lambda >= 0`` of ``min_s C(s) + sum_t lambda_t (usage_t(s) - M)``
+  by projected subgradient steps, each inner minimum bounded as in ``unconstrained``.
+  Strategies that cannot fit at some step of their interval, even with every
+  other live node at its least usage, are excluded first.
+* ``exact``: CP-SAT on the whole model; its proven bound (never its incumbent).
+
+All certified arithmetic is exact integer arithmetic; floating point only steers
+the search for multipliers and messages (the Lagrangian's float penalties are
+rounded so that they never exceed the exact ones).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engine.records import Bound
+from problems.intraop import _bound_kernels as BK
+from problems.intraop._bound_cpsat import binding_steps, solve_cpsat
+from problems.intraop._dual import EXACT_TABLE_LIMIT, EXCL, CoreDual, prepare_bounds
+from problems.intraop.evaluate import usage_profile
+from problems.intraop.model import IntraopProblem
+
+__all__ = ["METHODS", "lower_bound", "memory_pruned_unary"]
+
+METHODS = ("trivial", "unconstrained", "lagrangian", "exact")
+_EPS = 2.0**-52
+
+
+def _bound(method: str, value: float | int, status: str, t0: float, solver: str,
+           detail: dict[str, Any]) -> Bound:
+    return Bound(method, value, status, round(time.perf_counter() - t0, 4), solver, detail)
+
+
+def _trivial(problem: IntraopProblem, time_limit_s: float, t0: float) -> Bound:
+    prep = prepare_bounds(problem)
+    net = prep.net
+    unary = prep.unary
+    admissible = unary < EXCL
+    node_min = np.minimum.reduceat(unary, net.ptr[:-1])
+    if np.any(node_min >= EXCL):
+        return _bound("trivial", math.inf, "infeasible", t0, "closed-form", {"reason": "a node has no admissible strategy"})
+    total = sum(node_min.tolist())
+    # tables: only pairs whose two strategies are admissible count
+    for t in range(net.num_tables):
+        u, v = int(net.tab_x[t]), int(net.tab_y[t])
+        ku, kv = int(net.k[u]), int(net.k[v])
+        off = int(net.tab_off[t])
+        tab = prep.work[off:off + ku * kv].reshape(ku, kv)
+        mask = admissible[net.ptr[u]:net.ptr[u] + ku, None] & admissible[net.ptr[v]:net.ptr[v] + kv][None, :]
+        vals = tab[mask & (tab < EXCL)]
+        if len(vals) == 0:
+            return _bound("trivial", math.inf, "infeasible", t0, "closed-form",
+                          {"reason": f"nodes {u} and {v} have no admissible pair"})
+        total += int(vals.min())
+    return _bound("trivial", total, "closed-form", t0, "closed-form", {"tables": net.num_tables})
+
+
+def _sparse_max(a: NDArray[np.int64]) -> list[NDArray[np.int64]]:
+    levels = [a]
+    j = 1
+    while 2 * j <= len(a):
+        prev = levels[-1]
+        levels.append(np.maximum(prev[:-j], prev[j:]))
+        j *= 2
+    return levels
+
+
+def _range_max(levels: list[NDArray[np.int64]], lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.int64]:
+    """max of ``a[lo:hi]`` for each pair (``hi > lo``)."""
+    length = hi - lo
+    lev = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
+    out = np.zeros(len(lo), dtype=np.int64)
+    for L in np.unique(lev).tolist():
+        sel = lev == L
+        tab = levels[L]
+        out[sel] = np.maximum(tab[lo[sel]], tab[hi[sel] - (1 << L)])
+    return out
+
+
+def memory_pruned_unary(problem: IntraopProblem) -> tuple[NDArray[np.int64], int]:
+    """The integer unary costs with strategies that can never fit excluded (EXCL).
+
+    A strategy ``s`` of node ``v`` is excluded when, at some step of ``v``'s interval,
+    its usage plus the least admissible usage of every other live node exceeds the
+    limit. Every feasible solution avoids such strategies, so bounds computed
+    with them excluded stay valid.
+
+    Returns:
+        ``(unary, excluded)``: int64[K] and the number of strategies newly excluded.
+    """
+    prep = prepare_bounds(problem)
+    unary = prep.unary.copy()
+    M = problem.usage_limit
+    if M is None or problem.horizon == 0:
+        return unary, 0
+    ptr = problem.node_ptr
+    use = problem.node_usage
+    big = np.iinfo(np.int64).max
+    low = np.minimum.reduceat(np.where(unary < EXCL, use, big), ptr[:-1])
+    if np.any(low == big):
+        return unary, 0  # some node has nothing admissible: reported as infeasible elsewhere
+    diff = np.zeros(problem.horizon + 1, dtype=np.int64)
+    np.add.at(diff, problem.start, low)
+    np.add.at(diff, problem.end, -low)
+    prof = np.cumsum(diff[:-1])
+    live = np.nonzero(problem.end > problem.start)[0]
+    peak = np.zeros(problem.n, dtype=np.int64)
+    peak[live] = _range_max(_sparse_max(prof), problem.start[live], problem.end[live])
+    k = problem.num_strategies
+    node_of = np.repeat(np.arange(problem.n), k)
+    livek = np.repeat(problem.end > problem.start, k)
+    bad = livek & (unary < EXCL) & (peak[node_of] - low[node_of] + use > M)
+    unary[bad] = EXCL
+    return unary, int(bad.sum())
+
+
+def _unconstrained(problem: IntraopProblem, time_limit_s: float, t0: float, **kw: Any) -> Bound:
+    prep = prepare_bounds(problem)
+    dual = CoreDual(prep, exact_table_limit=kw.get("exact_table_limit", EXACT_TABLE_LIMIT))
+    value, exact = dual.bound(prep.unary, iterations=kw.get("iterations", 10**9), deadline=t0 + time_limit_s,
+                              patience=kw.get("patience", 5))
+    status = "infeasible" if value == math.inf else ("relaxation-optimal" if exact else "bound-only")
+    return _bound("unconstrained", value, status, t0, "ve" if exact else "trw-s",
+                  {"core_nodes": len(prep.plan.core), "exact": exact})
+
+
+def _steps_weights(steps: NDArray[np.int64], lam: NDArray[np.float64], lo: NDArray[np.int64],
+                   hi: NDArray[np.int64]) -> tuple[NDArray[np.float64], Fraction]:
+    """Per-node weights never above ``sum lambda`` over the node's steps, and an upper bound on ``sum lambda``.
+
+    Prefix sums of non-negative floats have absolute error at most ``(len+2) eps sum``;
+    twice that (and a relative ``1e-12``) is taken off every weight so the float
+    penalty ``w * m`` can never exceed the exact one.
+    """
+    cum = np.zeros(len(lam) + 1)
+    np.cumsum(lam, out=cum[1:])
+    total = float(cum[-1])
+    slack = 4.0 * (len(lam) + 2) * _EPS * total
+    w = np.maximum(0.0, (cum[hi] - cum[lo]) - slack) * (1.0 - 1e-12)
+    w[hi <= lo] = 0.0
+    upper = Fraction(total) * (1 + Fraction(4 * (len(lam) + 2)) * Fraction(_EPS))
+    return w, upper
+
+
+def _initial_lambda(steps: NDArray[np.int64], init: Mapping[int, float] | NDArray[np.float64] | None) -> NDArray[np.float64]:
+    """Map given multipliers (by time step) onto the binding starts: each goes to the latest start at or before it.
+
+    Moving a multiplier from step ``t`` to such a start ``b`` never lowers the bound:
+    every node live at ``t`` is live at ``b`` too.
+    """
+    lam = np.zeros(len(steps))
+    if init is None or len(steps) == 0:
+        return lam
+    items = init.items() if isinstance(init, Mapping) else enumerate(np.asarray(init, dtype=np.float64).tolist())
+    for t, val in items:
+        i = int(np.searchsorted(steps, int(t), side="right")) - 1
+        if i >= 0 and val > 0 and math.isfinite(val):
+            lam[i] += float(val)
+    return lam
+
+
+def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
+                initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
+                upper_bound: float | None = None, inner_iterations: int = 3, patience: int = 8,
+                max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
+                exact_table_limit: int = EXACT_TABLE_LIMIT) -> Bound:
+    deadline = t0 + time_limit_s
+    prep = prepare_bounds(problem)
+    unary, pruned = memory_pruned_unary(problem)
+    dual = CoreDual(prep, exact_table_limit=exact_table_limit)
+    steps = binding_steps(prep, unary)
+    detail: dict[str, Any] = {"pruned_strategies": pruned, "binding_steps": len(steps)}
+    M = problem.usage_limit
+    if M is None or len(steps) == 0:
+        value, exact = dual.bound(unary, iterations=10**9, deadline=deadline, patience=5)
+        detail.update(iterations=0, exact_inner=exact)
+        status = "infeasible" if value == math.inf else ("optimal" if exact else "bound-only")
+        return _bound("lagrangian", value, status, t0, "ve" if exact else "trw-s", detail)
+    lo = np.searchsorted(steps, problem.start)
+    hi = np.searchsorted(steps, problem.end)
+    usage_f = problem.node_usage.astype(np.float64)
+    lam = _initial_lambda(steps, initial_multipliers)
+    theta = np.empty_like(unary)
+    best: float | int = -math.inf
+    best_lam = lam.copy()
+    scale, stale, it = 1.0, 0, 0
+    exact_inner = False
+    while it < max_iterations and (it == 0 or time.perf_counter() < deadline):
+        it += 1
+        w, lam_sum = _steps_weights(steps, lam, lo, hi)
+        BK.penalty_unary(unary, problem.node_usage, problem.node_ptr, w, theta)
+        inner, exact_inner = dual.bound(theta, iterations=inner_iterations, deadline=deadline, label=True)
+        if inner == math.inf:
+            detail.update(iterations=it, reason="no admissible assignment")
+            return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
+        value = int(inner) - math.ceil(M * lam_sum)
+        if value > best:
+            best, best_lam, stale = value, lam.copy(), 0
+            if on_improvement is not None:
+                on_improvement(value)
+        else:
+            stale += 1
+            if stale >= patience:
+                scale, stale = max(scale / 2, 1e-4), 0
+                lam = best_lam.copy()  # restart from the best point with shorter steps
+                continue
+        g = (usage_profile(problem, dual.sol)[steps] - M).astype(np.float64)
+        g[(lam <= 0) & (g < 0)] = 0.0  # projection: these steps cannot go lower
+        norm = float(g @ g)
+        if norm == 0.0:
+            if exact_inner:
+                break  # lambda is optimal for an exactly solved inner problem
+            continue
+        target = upper_bound if upper_bound is not None and upper_bound > best else None
+        if target is None:
+            target = float(best) + max(abs(float(best)) * 0.02, 1.0)
+        step = scale * (float(target) - float(value)) / norm
+        lam = np.maximum(0.0, lam + max(step, 0.0) * g)
+    nz = np.nonzero(best_lam > 0)[0]
+    detail.update(iterations=it, exact_inner=exact_inner, positive_multipliers=len(nz),
+                  multipliers={str(int(steps[i])): float(best_lam[i]) for i in nz[np.argsort(-best_lam[nz])][:500]})
+    return _bound("lagrangian", best, "bound-only", t0, "trw-s", detail)
+
+
+def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_workers: int = 2, seed: int = 0,
+           params: dict[str, Any] | None = None) -> Bound:
+    prep = prepare_bounds(problem)
+    unary, pruned = memory_pruned_unary(problem)
+    value, status, detail = solve_cpsat(prep, unary, max(0.01, time_limit_s - (time.perf_counter() - t0)),
+                                        num_workers=min(num_workers, 2), seed=seed, params=params)
+    detail["pruned_strategies"] = pruned
+    return _bound("exact", value, status, t0, "cp-sat", detail)
+
+
+def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0, **kw: Any) -> Bound:
+    """Compute a certified lower bound on the optimum of ``problem``.
+
+    Args:
+        problem: the instance.
+        method: one of :data:`METHODS`.
+        time_limit_s: wall-clock budget in seconds (``trivial`` ignores it; the others
+            stop at the first check after it and keep the best value certified so far).
+        **kw: method options. ``unconstrained``: ``iterations``, ``patience`` (TRW-S passes),
+            ``exact_table_limit`` (0 forces the dual bound even on tiny cores; also for ``lagrangian``).
+            ``lagrangian``: ``initial_multipliers`` (``{time_step: lambda}`` or an array over
+            time steps, a warm start), ``upper_bound`` (a known feasible cost, used as the
+            Polyak step target), ``inner_iterations``, ``patience``, ``max_iterations``,
+            ``on_improvement(value)``. ``exact``: ``num_workers`` (at most 2), ``seed``,
+            ``params`` (CP-SAT parameter overrides).
+
+    Returns:
+        A :class:`~engine.records.Bound`; ``value`` is a Python int, ``math.inf`` when the
+        instance was proven to have no feasible solution, or ``-inf`` when nothing was proven.
+
+    Raises:
+        ValueError: unknown method.
+    """
+    t0 = time.perf_counter()
+    if method == "trivial":
+        return _trivial(problem, time_limit_s, t0)
+    if method == "unconstrained":
+        return _unconstrained(problem, time_limit_s, t0, **kw)
+    if method == "lagrangian":
+        return _lagrangian(problem, time_limit_s, t0, **kw)
+    if method == "exact":
+        return _exact(problem, time_limit_s, t0, **kw)
+    raise ValueError(f"unknown bound method {method!r}; choose one of {', '.join(METHODS)}")

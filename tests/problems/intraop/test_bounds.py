@@ -1,0 +1,171 @@
+"""Lower bounds against an independent exhaustive optimum on seeded random small instances.
+
+The brute force below shares no code with the package: it enumerates every
+assignment with numpy, masks forbidden choices (cost >= 10^18) and usage
+violations, and sums costs in int64 (the generated costs keep every total below 2^62).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from problems.intraop.bounds import METHODS, lower_bound
+from problems.intraop.evaluate import evaluate
+from problems.intraop.model import IntraopProblem
+
+F = 10**18
+DATA = Path("/work/shared/data/iopddl")
+
+
+def make_instance(seed: int) -> IntraopProblem:
+    """n <= 8 nodes, <= 3 strategies; the seed picks limits, forbidden choices, huge costs, multi-edges."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9))
+    k = rng.integers(1, 4, size=n)
+    big = seed % 5 == 3  # costs above 2^53: float sums would be inexact
+    lo, hi = (2**53, 2**56) if big else (0, 60)
+    ptr = np.concatenate([[0], np.cumsum(k)])
+    cost = rng.integers(lo, hi, size=ptr[-1])
+    usage = rng.integers(0, 12, size=ptr[-1])
+    forb_p = 0.2 if seed % 3 == 1 else 0.0
+    cost[rng.random(ptr[-1]) < forb_p] = F
+    horizon = 6
+    start = rng.integers(0, horizon, size=n)
+    end = np.minimum(horizon, start + rng.integers(0, 5, size=n))
+    density = rng.choice([0.2, 0.45, 0.8])
+    pairs = [(u, v) for u in range(n) for v in range(n) if (u != v or seed % 7 == 0) and rng.random() < density / 2]
+    eptr = np.concatenate([[0], np.cumsum([k[u] * k[v] for u, v in pairs])]).astype(np.int64)
+    ecost = rng.integers(lo, hi, size=eptr[-1])
+    ecost[rng.random(eptr[-1]) < forb_p] = F
+    limit = None
+    if seed % 4 != 0:
+        low = np.zeros(horizon, dtype=np.int64)
+        for v in range(n):
+            low[start[v]:end[v]] += usage[ptr[v]:ptr[v + 1]].min()
+        limit = int(low.max(initial=0) + rng.integers(0, 15))
+    uv = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    return IntraopProblem(name=f"t{seed}", node_ptr=ptr, node_cost=cost, node_usage=usage, start=start, end=end,
+                          edge_u=uv[:, 0], edge_v=uv[:, 1], edge_ptr=eptr, edge_cost=ecost, usage_limit=limit)
+
+
+def brute_force(p: IntraopProblem, memory: bool = True) -> int | None:
+    """Exhaustive optimum over assignments free of forbidden choices (and within the limit); None if none."""
+    k = np.diff(p.node_ptr)
+    grid = np.stack(np.meshgrid(*[np.arange(x) for x in k], indexing="ij"), -1).reshape(-1, len(k))
+    total = np.zeros(len(grid), dtype=np.int64)
+    ok = np.ones(len(grid), dtype=bool)
+    T = int(p.end.max(initial=0))
+    use = np.zeros((len(grid), T + 1), dtype=np.int64)
+    for v in range(len(k)):
+        c = p.node_cost[p.node_ptr[v] + grid[:, v]]
+        ok &= c < F
+        total += np.where(c < F, c, 0)
+        use[:, p.start[v]:p.end[v]] += p.node_usage[p.node_ptr[v] + grid[:, v]][:, None]
+    for e in range(len(p.edge_u)):
+        u, v = p.edge_u[e], p.edge_v[e]
+        c = p.edge_cost[p.edge_ptr[e] + grid[:, u] * k[v] + grid[:, v]]
+        ok &= c < F
+        total += np.where(c < F, c, 0)
+    if memory and p.usage_limit is not None:
+        ok &= use.max(axis=1) <= p.usage_limit
+    return int(total[ok].min()) if ok.any() else None
+
+
+SEEDS = range(320)
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return [(make_instance(s), s) for s in SEEDS]
+
+
+def _as_int(value):
+    assert value in (math.inf, -math.inf) or float(value).is_integer(), value
+    return value
+
+
+def test_generator_covers_the_cases(cases):
+    ps = [p for p, _ in cases]
+    assert sum(p.usage_limit is not None for p in ps) > 150
+    assert sum(bool((p.node_cost >= F).any()) for p in ps) > 50
+    assert sum(int(p.node_cost[p.node_cost < F].max(initial=0)) > 2**53 for p in ps) > 50
+    assert sum(brute_force(p) is None for p in ps) > 5
+    assert sum(p.n == 8 for p in ps) > 20
+
+
+@pytest.mark.parametrize("method", ["trivial", "unconstrained", "lagrangian"])
+def test_cheap_bounds_never_exceed_the_optimum(cases, method):
+    for p, seed in cases:
+        opt = brute_force(p)
+        kw = {}
+        if method != "trivial":
+            kw["exact_table_limit"] = 0 if seed % 2 else 1 << 21  # both the dual and the exact core path
+        if method == "lagrangian":
+            kw.update(max_iterations=25)
+        b = lower_bound(p, method, 2.0, **kw)
+        _as_int(b.value)
+        assert b.method == method
+        if opt is None:
+            continue
+        assert b.value <= opt, (seed, method, b)
+        if method == "unconstrained" and b.detail.get("exact"):
+            assert b.value == brute_force(p, memory=False), (seed, b)
+
+
+@pytest.mark.mip
+def test_exact_equals_the_optimum(cases):
+    for p, seed in cases:
+        opt = brute_force(p)
+        b = lower_bound(p, "exact", 10.0, num_workers=1)
+        if opt is None:
+            assert b.value == math.inf and b.status == "infeasible", (seed, b)
+            continue
+        assert _as_int(b.value) <= opt, (seed, b)
+        assert b.detail["solution_cost"] == opt and evaluate(p, b.detail["solution"]).feasible, (seed, b)
+        if b.detail["scale_pow10"] == 0:
+            assert b.status == "optimal" and b.value == opt, (seed, b)
+
+
+def test_lagrangian_multipliers_improve_on_a_binding_limit():
+    # two nodes that both want their memory-hungry cheap strategy; the limit allows only one
+    p = IntraopProblem(name="two", node_ptr=np.array([0, 2, 4]), node_cost=np.array([0, 10, 0, 10]),
+                       node_usage=np.array([5, 0, 5, 0]), start=np.array([0, 0]), end=np.array([1, 1]),
+                       edge_u=np.zeros(0), edge_v=np.zeros(0), edge_ptr=np.zeros(1), edge_cost=np.zeros(0),
+                       usage_limit=5)
+    assert brute_force(p) == 10
+    assert lower_bound(p, "unconstrained", 1.0).value == 0
+    b = lower_bound(p, "lagrangian", 2.0, max_iterations=200)
+    assert 8 <= b.value <= 10
+
+
+def test_unknown_method():
+    with pytest.raises(ValueError, match="unknown bound method"):
+        lower_bound(make_instance(1), "nope", 1.0)
+    assert METHODS == ("trivial", "unconstrained", "lagrangian", "exact")
+
+
+def _anchors():
+    f = DATA / "contest_anchors.csv"
+    if not f.exists():
+        return {}
+    return {r["instance"]: int(r["best_known"]) for r in csv.DictReader(f.open())}
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="contest instances not available")
+@pytest.mark.parametrize("name", ["A", "G", "M", "S"])
+def test_cheap_bounds_below_best_known_on_contest_instances(name):
+    from problems.intraop.io import load_problem
+
+    path = DATA / f"asplos-2025-iopddl-{name}.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} absent")
+    best = _anchors()[name]
+    p = load_problem(path)
+    for method in ("trivial", "unconstrained", "lagrangian"):
+        b = lower_bound(p, method, 3.0)
+        assert b.value <= best, f"{name} {method}: bound {b.value} above the best known cost {best}"
