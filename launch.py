@@ -307,6 +307,28 @@ def intraop_evaluate(instance: str, solution: str) -> None:
         sys.exit(1)
 
 
+@intraop.command("bound")
+@click.argument("instance", type=click.Path(dir_okay=False))
+@click.option("--method", type=click.Choice(["trivial", "unconstrained", "lagrangian", "exact"]),
+              default="lagrangian", show_default=True)
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds for the bound itself.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the Bound record here.")
+@_user_errors
+def intraop_bound(instance: str, method: str, time_limit: float, out: str | None) -> None:
+    """Print a certified lower bound on INSTANCE's optimum as one JSON line (a Bound record)."""
+    from problems.intraop.bounds import lower_bound
+    from problems.intraop.io import load_problem
+
+    if time_limit <= 0:
+        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    problem = load_problem(instance)
+    # value null: nothing proven, or (status "infeasible") no feasible solution exists
+    doc = {"problem": "intraop", "instance": problem.name,
+           **lower_bound(problem, method, time_limit).to_dict()}
+    _write_json(out, doc)
+    click.echo(json.dumps(doc))
+
+
 @main.command("report")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @_user_errors

@@ -169,3 +169,23 @@ def test_cheap_bounds_below_best_known_on_contest_instances(name):
     for method in ("trivial", "unconstrained", "lagrangian"):
         b = lower_bound(p, method, 3.0)
         assert b.value <= best, f"{name} {method}: bound {b.value} above the best known cost {best}"
+
+
+def test_cli_bound_prints_one_json_line(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from launch import main
+
+    example = str(Path(__file__).parent / "data" / "example.json")
+    out = tmp_path / "bound.json"
+    r = CliRunner().invoke(main, ["intraop", "bound", example, "--method", "exact", "--time-limit", "5",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output.strip())
+    assert len(r.output.strip().splitlines()) == 1
+    assert doc["method"] == "exact" and doc["status"] == "optimal" and doc["value"] == doc["detail"]["solution_cost"]
+    assert json.loads(out.read_text())["value"] == doc["value"]
+    r = CliRunner().invoke(main, ["intraop", "bound", example, "--method", "trivial", "--time-limit", "0"])
+    assert r.exit_code == 2 and "--time-limit" in r.output
