@@ -223,8 +223,27 @@ def test_exact_events_hint_and_stop() -> None:
     stopped = bounds.exact_bound(big, 8, 60.0, should_stop=lambda: True)
     assert stopped.wall_s < 10.0
     assert stopped.status in ("feasible", "bound-only", "timeout")
+    # the bottleneck variable starts at the simple bound, so a stopped solve keeps it
+    assert stopped.value >= bounds.simple_bound(big, 8).value * (1 - 1e-6)
     if stopped.detail["blocks"] is not None:
         assert stopped.value <= evaluate(big, stopped.detail["blocks"], k=8).objective
+
+
+@pytest.mark.mip
+@pytest.mark.parametrize("case", range(4))
+def test_extreme_magnitudes(case: int) -> None:
+    p = [
+        _problem([1.0, 2.0, 3.0], edges=[(0, 1), (1, 2)], size_out=[10 ** 15, 10 ** 15, 0], bandwidth=1e-9),
+        _problem([1e-300, 1e300]),
+        _problem([0.0, 0.0], edges=[(0, 1)]),
+        _problem([0.1, 0.2, 0.3, 0.4], edges=[(0, 1), (2, 3)], size_out=[3, 1, 4, 1],
+                 size_param=[5, 9, 2, 6], memory=10, bandwidth=7.0),
+    ][case]
+    for k in (1, 2, 3):
+        opt = reference.brute_force(p, k)
+        for m in bounds.METHODS:
+            b = bounds.lower_bound(p, k, m, TIME_LIMIT_S)
+            assert b.value <= opt, (m, k, b.value, opt)
 
 
 def test_bad_arguments() -> None:
