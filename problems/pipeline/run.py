@@ -113,15 +113,13 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     if budget <= 0.05 or ctx.should_stop():
         return
     kind = spec["kind"]
-    stop_kw: dict[str, Any] = {}
-    if "should_stop" in bounds.exact_bound.__code__.co_varnames:
-        stop_kw["should_stop"] = ctx.should_stop
+    common: dict[str, Any] = {"random_seed": seed, "num_workers": num_workers, "should_stop": ctx.should_stop}
     if kind == "bottleneck":
-        ctx.bound(bounds.bottleneck_bound(problem, k, budget, random_seed=seed, num_workers=num_workers))
+        ctx.bound(bounds.bottleneck_bound(problem, k, budget, **common))
     elif kind == "guess":
         j = int(spec["j"])
         job = bounds.guess_jobs(problem, k)[j - 1]
-        b = job.run(budget, random_seed=seed, num_workers=num_workers)
+        b = job.run(budget, **common)
         ctx.bound(Bound(f"{GUESS_GROUP}[{j}]", b.value, b.status, b.wall_s, b.solver,
                         {**b.detail, "group": GUESS_GROUP, "member": j, "members": k}))
     elif kind == "exact":
@@ -135,8 +133,7 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
             if math.isfinite(ev.bound):
                 ctx.bound(Bound("exact", ev.bound, "bound-only", time.monotonic() - t0, bounds.SOLVER))
 
-        ctx.bound(bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, random_seed=seed,
-                                     num_workers=num_workers, **stop_kw))
+        ctx.bound(bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, **common))
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
 
