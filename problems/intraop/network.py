@@ -19,13 +19,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from problems.intraop import _kernels
-from problems.intraop.model import IntraopProblem
+from problems.intraop.model import IntraopProblem, _frozen
 
 
 def _ro(a: NDArray) -> NDArray:
-    a = np.ascontiguousarray(a)
-    a.flags.writeable = False
-    return a
+    return _frozen(a, a.dtype)
 
 
 @dataclass(frozen=True, eq=False)

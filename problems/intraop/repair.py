@@ -21,9 +21,8 @@ from numba import njit
 from numpy.typing import NDArray
 
 from problems.intraop._kernels import local_costs
+from problems.intraop.evaluate import usage_profile
 from problems.intraop.relaxed import Prepared
-
-_NEG = -(2**62)
 
 
 @njit(nogil=True, cache=True)
@@ -190,9 +189,8 @@ class UsageTracker:
 
     def __init__(self, prep: Prepared) -> None:
         self.prep = prep
-        T = max(1, prep.problem.horizon)
-        self.size = 1 << (T - 1).bit_length() if T > 1 else 1
-        self.size = max(self.size, 2)
+        T = max(2, prep.problem.horizon)
+        self.size = 1 << (T - 1).bit_length()  # a power of two >= T
         self.t = np.zeros(2 * self.size, dtype=np.int64)
         self.d = np.zeros(self.size, dtype=np.int64)
         self.scratch = np.empty(int(prep.net.k.max()), dtype=np.float64)
@@ -206,14 +204,9 @@ class UsageTracker:
                 net.tab_off, net.tab_x, p.start, p.end, p.limit_or_minus1, self.t, self.d, self.size, self.scratch)
 
 
-def _profile(prep: Prepared, sol: NDArray[np.int64]) -> NDArray[np.int64]:
-    from problems.intraop.evaluate import usage_profile
-    return usage_profile(prep.problem, sol)
-
-
 def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 20) -> int:
     """Greedy feasible-preserving swaps on ``sol`` (in place; must be within the limit). Returns swaps made."""
-    tracker.load(_profile(tracker.prep, sol))
+    tracker.load(usage_profile(tracker.prep.problem, sol))
     return int(_improve(*tracker._args(sol), max_rounds))
 
 
@@ -221,5 +214,5 @@ def repair(tracker: UsageTracker, sol: NDArray[np.int64], *, max_steps: int = 10
     """Greedy usage-lowering swaps on ``sol`` (in place) until within the limit; False if stuck."""
     if tracker.prep.problem.usage_limit is None:
         return True
-    tracker.load(_profile(tracker.prep, sol))
+    tracker.load(usage_profile(tracker.prep.problem, sol))
     return bool(_repair(*tracker._args(sol), max_steps))

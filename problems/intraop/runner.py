@@ -3,8 +3,9 @@
 Following the contest winner, searches start from globally uniform weights on
 a log scale (0.1, 1, 10, 100; then 10^3 ... 10^6 while none is feasible), each
 with its own seed and small random perturbations. After this probing round the
-``workers`` searches whose probes gave the cheapest feasible solutions continue
-until the time limit. Kernels release the GIL, so threads run in parallel; a
+searches that found a feasible solution share the time by successive halving
+(the worse half stops after each stage) until ``workers`` of them run to the
+time limit. Kernels release the GIL, so threads run in parallel; a
 distributed driver can wrap the same :class:`~problems.intraop.penalty.PenaltySearch`.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from queue import Empty, Queue
 from typing import Any, Callable
 
 import numpy as np
@@ -26,6 +28,8 @@ from problems.intraop.relaxed import Prepared, core_is_tiny, prepare
 #: Initial uniform weights tried first, and the escalation while nothing is feasible.
 FIRST_SCALES = (0.1, 1.0, 10.0, 100.0)
 MORE_SCALES = (1e3, 1e4, 1e5, 1e6)
+#: Share of the remaining time each successive-halving stage gets.
+STAGE_SHARE = 0.5
 
 
 class _Best:
@@ -81,41 +85,34 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
     scales = FIRST_SCALES + MORE_SCALES
     seeds = {w0: int(ss.generate_state(1)[0]) for w0, ss in zip(scales, np.random.SeedSequence(seed).spawn(len(scales)))}
     searches: list[PenaltySearch] = []
-    iterations = 0
+    names: dict[int, str] = {}
 
     def probe(w0: float) -> PenaltySearch:
         s = PenaltySearch(prep, w0, seeds[w0])
+        names[id(s)] = f"penalty-w{w0:g}"
         found = s.iterate()
         if found is not None:
-            best.offer(found, f"penalty-w{w0:g}")
+            best.offer(found, names[id(s)])
         return s
+
+    def rank(s: PenaltySearch) -> tuple[bool, int]:
+        b = s.best()
+        return (b is None, 0 if b is None else b.cost)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for group in (FIRST_SCALES, MORE_SCALES):
             searches += list(pool.map(probe, group))
             if best.inc is not None or time.perf_counter() >= deadline:
                 break
-        ranked = sorted(searches, key=lambda s: (s.best() is None, s.best().cost if s.best() else 0))
-        active = ranked[:workers]
-
-        def run(s: PenaltySearch) -> None:
-            name = f"penalty-{searches.index(s)}"
-            while True:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    return
-                if max_iterations is not None:
-                    if s.iterations >= max_iterations:
-                        return
-                    found = s.iterate()
-                    if found is not None:
-                        best.offer(found, name)
-                    continue
-                for f in s.step(min(slice_s, left)):
-                    best.offer(f, name)
-
+        ranked = sorted(searches, key=rank)
         if not _exact_unconstrained(prep):
-            list(pool.map(run, active))
+            if max_iterations is not None:
+                list(pool.map(lambda s: _iterate_until(s, max_iterations, deadline, best, names[id(s)]),
+                              ranked[:workers]))
+            else:
+                feasible = [s for s in ranked if s.best() is not None]
+                _successive_halving(pool, feasible or ranked[:workers], workers, deadline, best, names, slice_s)
+        active = ranked[:workers]
     iterations = sum(s.iterations for s in searches)
     elapsed = time.perf_counter() - t0
     inc = best.inc
@@ -140,3 +137,49 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
 def _exact_unconstrained(prep: Prepared) -> bool:
     """True when one relaxed solve is provably optimal: no usage limit and an exactly solved core."""
     return prep.problem.usage_limit is None and core_is_tiny(prep)
+
+
+def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best: _Best, name: str) -> None:
+    while s.iterations < max_iterations and time.perf_counter() < deadline:
+        found = s.iterate()
+        if found is not None:
+            best.offer(found, name)
+
+
+def _successive_halving(pool: ThreadPoolExecutor, active: list[PenaltySearch], workers: int, deadline: float,
+                        best: _Best, names: dict[int, str], slice_s: float) -> None:
+    """Share the time among ``active`` round-robin; after each stage keep the better half.
+
+    A stage lasts :data:`STAGE_SHARE` of the remaining time; once at most ``workers``
+    searches are left they run to the deadline. Searches started from different
+    weight scales end up in different places, so a portfolio beats betting on the
+    best probe alone.
+    """
+    while True:
+        now = time.perf_counter()
+        if now >= deadline:
+            return
+        final = len(active) <= workers
+        end = deadline if final else now + STAGE_SHARE * (deadline - now)
+        queue: Queue[PenaltySearch] = Queue()
+        for s in active:
+            queue.put(s)
+
+        def worker() -> None:
+            while True:
+                left = end - time.perf_counter()
+                if left <= 0:
+                    return
+                try:
+                    s = queue.get_nowait()
+                except Empty:
+                    return
+                for f in s.step(min(slice_s, left)):
+                    best.offer(f, names[id(s)])
+                queue.put(s)
+
+        list(pool.map(lambda _: worker(), range(min(workers, len(active)))))
+        if final:
+            return
+        active = sorted(active, key=lambda s: s.best().cost if s.best() else 2**200)
+        active = active[:max(workers, (len(active) + 1) // 2)]
