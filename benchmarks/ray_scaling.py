@@ -43,10 +43,9 @@ def sampling(a: argparse.Namespace) -> None:
     for rep in range(a.reps):
         for n in (1, 2):
             samples: list[tuple[float, int]] = []
-            with tempfile.TemporaryDirectory() as td:
-                run("pipeline", str(_graph(a.graph)), {"k": a.k}, time_limit_s=a.seconds, target_gap=0.0,
-                    seed=rep, run_dir=td, workers=n, bounds=False,
-                    progress=lambda st: samples.append((st["elapsed"], st["evals"])))
+            run("pipeline", str(_graph(a.graph)), {"k": a.k}, time_limit_s=a.seconds, target_gap=0.0,
+                seed=rep, run_dir=tempfile.mkdtemp(prefix="gapstop-bench-"), workers=n, bounds=False,
+                progress=lambda st: samples.append((st["elapsed"], st["evals"])))
             ray.shutdown()
             steady = [s for s in samples if s[0] >= 5.0]
             (t0, e0), (t1, e1) = steady[0], steady[-1]
@@ -93,9 +92,8 @@ def certify(a: argparse.Namespace) -> None:
             blocks = b.detail.get("blocks")
             obj = evaluate(p, blocks, k=k).objective if blocks is not None else float("inf")
             cp = obj / b.value if b.value > 0 else float("inf")
-            with tempfile.TemporaryDirectory() as td:
-                doc = run("pipeline", str(_graph(g)), {"k": k}, time_limit_s=a.seconds, target_gap=0.0, seed=0,
-                          run_dir=td, workers=2)
+            doc = run("pipeline", str(_graph(g)), {"k": k}, time_limit_s=a.seconds, target_gap=0.0, seed=0,
+                      run_dir=tempfile.mkdtemp(prefix="gapstop-bench-"), workers=2)
             ray.shutdown()
             gs = doc["objective"] / doc["lower_bound"]
             print(f"{g:<18} {k:>3} {cp:16.4f} {gs:18.4f} {doc['elapsed_s']:>10.1f}s ({doc['stopped_because']})",

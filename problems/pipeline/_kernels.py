@@ -379,3 +379,129 @@ def mla_batch(keys, weighted, size_out, succ_ptr, succ, pred_ptr, bandwidth):
                 h += w * (pos[succ[e]] - pos[u])
         out[i] = h
     return out
+
+
+@njit(cache=True, nogil=True)
+def improve_split(order, starts, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
+                  bandwidth, memory, max_moves):
+    """Local search on a split order: move single nodes out of the bottleneck block.
+
+    A node v of the bottleneck block b may move to the start of block b+1 if none of its
+    consumers is in b (it is first moved to the end of b), or to the end of block b-1 if
+    none of its producers is in b. A move is taken if both blocks it changes end up
+    strictly cheaper than b was, so the bottleneck, or the number of blocks at the
+    bottleneck, drops; the order stays topological. First improvement, at most
+    ``max_moves`` moves.
+
+    Returns:
+        (order, starts): new arrays (inputs are not modified); blocks may become empty
+        and are then dropped from ``starts``.
+    """
+    n = order.shape[0]
+    o = order.copy()
+    st = starts.copy()
+    p = st.shape[0]
+    pos = np.empty(n, np.int64)
+    maxcons = np.full(n, -1, np.int64)
+    stamp = np.full(n, -1, np.int64)
+    costs = np.empty(p, np.float64)
+    moves = 0
+    while moves < max_moves:
+        for t in range(n):
+            pos[o[t]] = t
+        for u in range(n):
+            mc = -1
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                if pos[succ[e]] > mc:
+                    mc = pos[succ[e]]
+            maxcons[u] = mc
+        for b in range(p):
+            hi = st[b + 1] - 1 if b + 1 < p else n - 1
+            stamp[:] = -1
+            costs[b] = _segment_cost(o, pos, st[b], hi, maxcons, work, size_param, size_out, pred_ptr, pred,
+                                     bandwidth, memory, stamp)
+        bs = 0
+        for b in range(1, p):
+            if costs[b] > costs[bs]:
+                bs = b
+        lo = st[bs]
+        hi = st[bs + 1] - 1 if bs + 1 < p else n - 1
+        moved = False
+        # forward: v joins the start of block bs+1
+        if bs + 1 < p:
+            nhi = st[bs + 2] - 1 if bs + 2 < p else n - 1
+            for q in range(hi, lo - 1, -1):
+                v = o[q]
+                ok = True
+                for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                    if pos[succ[e]] <= hi:
+                        ok = False
+                        break
+                if not ok or hi == lo:
+                    continue
+                trial = o.copy()
+                for t in range(q, hi):
+                    trial[t] = trial[t + 1]
+                trial[hi] = v
+                tpos = pos.copy()
+                for t in range(q, hi + 1):
+                    tpos[trial[t]] = t
+                tmax = np.full(n, -1, np.int64)
+                for u in range(n):
+                    mc = -1
+                    for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                        if tpos[succ[e]] > mc:
+                            mc = tpos[succ[e]]
+                    tmax[u] = mc
+                stamp[:] = -1
+                c1 = _segment_cost(trial, tpos, lo, hi - 1, tmax, work, size_param, size_out, pred_ptr, pred,
+                                   bandwidth, memory, stamp)
+                stamp[:] = -1
+                c2 = _segment_cost(trial, tpos, hi, nhi, tmax, work, size_param, size_out, pred_ptr, pred,
+                                   bandwidth, memory, stamp)
+                if c1 < costs[bs] and c2 < costs[bs]:
+                    o = trial
+                    st[bs + 1] = hi
+                    moved = True
+                    break
+        # backward: v joins the end of block bs-1
+        if not moved and bs > 0:
+            plo = st[bs - 1]
+            for q in range(lo, hi + 1):
+                v = o[q]
+                ok = True
+                for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                    if pos[pred[e]] >= lo:
+                        ok = False
+                        break
+                if not ok or hi == lo:
+                    continue
+                trial = o.copy()
+                for t in range(q, lo, -1):
+                    trial[t] = trial[t - 1]
+                trial[lo] = v
+                tpos = pos.copy()
+                for t in range(lo, q + 1):
+                    tpos[trial[t]] = t
+                tmax = np.full(n, -1, np.int64)
+                for u in range(n):
+                    mc = -1
+                    for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                        if tpos[succ[e]] > mc:
+                            mc = tpos[succ[e]]
+                    tmax[u] = mc
+                stamp[:] = -1
+                c1 = _segment_cost(trial, tpos, lo + 1, hi, tmax, work, size_param, size_out, pred_ptr, pred,
+                                   bandwidth, memory, stamp)
+                stamp[:] = -1
+                c2 = _segment_cost(trial, tpos, plo, lo, tmax, work, size_param, size_out, pred_ptr, pred,
+                                   bandwidth, memory, stamp)
+                if c1 < costs[bs] and c2 < costs[bs]:
+                    o = trial
+                    st[bs] = lo + 1
+                    moved = True
+                    break
+        if not moved:
+            break
+        moves += 1
+    return o, st

@@ -49,12 +49,15 @@ class PipelineSearch:
         population: BRKGA population (paper default 100).
         random_share: fraction of evaluations spent on random-T samples.
         seeds: optional key vectors placed in the first generation (e.g. :func:`mla_seeds`).
+        polish_improvements: run the local search :meth:`polish` on every new island best
+            (memetic step) and inject the polished order back into the population.
     """
 
     def __init__(self, problem: PipelineProblem, k: int, rng: np.random.Generator, *,
                  population: int = 100, random_share: float = 0.1,
-                 seeds: NDArray[np.float64] | None = None) -> None:
+                 seeds: NDArray[np.float64] | None = None, polish_improvements: bool = True) -> None:
         self.decoder = SliceDecoder(problem, k)
+        self.polish_improvements = polish_improvements
         self.ga = BRKGA(problem.n, rng, population=population, seeds=seeds)
         self.rand = RandomKeys(problem.n, rng, batch_size=max(1, population // 10))
         self.random_share = random_share
@@ -63,6 +66,30 @@ class PipelineSearch:
 
     def _score(self, batch: KeyBatch) -> NDArray[np.float64]:
         return self.decoder.values(batch.keys, batch.cutoff)
+
+    def polish(self, split: Split, rounds: int = 20) -> Split:
+        """Alternate :func:`_kernels.improve_split` and an optimal re-slice until neither helps."""
+        p = self.decoder.problem
+        for _ in range(rounds):
+            starts = np.flatnonzero(np.diff(split.blocks[split.order], prepend=-1)).astype(np.int64)
+            order, _ = _kernels.improve_split(split.order, starts, *self.decoder._args, 4 * p.n)
+            nxt = self.decoder.slice(order)
+            if not nxt.value < split.value:
+                break
+            split = nxt
+        return split
+
+    def _polish_best(self) -> None:
+        """Memetic step: polish the island's best; put the result back as a chromosome."""
+        cost, keys = self.ga.best()
+        if keys is None:
+            return
+        split = self.polish(self.decoder.decode(keys))
+        if split.value < cost:
+            n = len(split.order)
+            new_keys = np.empty(n)
+            new_keys[split.order] = 1.0 - np.arange(n) / n  # Kahn reproduces this order exactly
+            self.ga.inject(new_keys[None, :], np.array([self.decoder.values(new_keys[None, :])[0]]))
 
     def best(self) -> tuple[float, Split | None]:
         """Best value found and its split (decoded again, exactly)."""
@@ -94,6 +121,9 @@ class PipelineSearch:
             if use_random:
                 self._rand_evals += k
             best_now = min(self.ga.best_cost, self.rand.best_cost)
+            if best_now < best_before and self.polish_improvements:
+                self._polish_best()
+                best_now = min(self.ga.best_cost, self.rand.best_cost)
             if best_now < best_before:
                 best_before = best_now
                 if on_improvement is not None:

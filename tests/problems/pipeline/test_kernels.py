@@ -137,3 +137,21 @@ def test_peak_and_overflow_by_hand() -> None:
     # block 0 = {a}: out 4 bytes; peak 4; overflow (10 + 4 - 12)/2 = 1
     assert ev2.block_costs.tolist() == pytest.approx([1 + 4 / 2 + 1.0, 2 + 4 / 2 + max(0, 0 + 4 + 3 - 12) / 2])
     assert math.isfinite(ev2.objective)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_improve_split_keeps_a_valid_order_and_never_worsens(seed: int) -> None:
+    p = random_dag(8, seed, memory=seed % 2 == 0)
+    k = 2 + seed % 3
+    d = SliceDecoder(p, k)
+    s = d.decode(np.random.default_rng(seed).random(8))
+    starts = np.flatnonzero(np.diff(s.blocks[s.order], prepend=-1)).astype(np.int64)
+    order, new_starts = _kernels.improve_split(s.order, starts, *d._args, 100)
+    from problems.pipeline.evaluate import check_order
+    check_order(p, order)  # still topological
+    blocks = np.zeros(8, dtype=np.int64)
+    for i, st in enumerate(new_starts):
+        blocks[order[st:]] = i
+    ev = evaluate(p, blocks, order, k=k)
+    assert ev.objective <= s.value
+    assert d.slice(order).value <= ev.objective
