@@ -20,6 +20,7 @@ from engine.records import Bound, Incumbent, relative_gap
 from engine.stopping import Clock, Criterion, Progress
 
 #: evaluate(solution) -> (exact cost, canonical JSON-serialisable solution); raises on infeasible.
+#: The cost is a float or an exact Python int; the coordinator never converts it.
 Evaluator = Callable[[Any], tuple[float, Any]]
 
 
@@ -70,9 +71,11 @@ class Coordinator:
         except Exception as e:  # a bad solution from a worker is data, not a crash
             self.rejected.append((source, f"{type(e).__name__}: {e}"))
             return False
-        if not math.isfinite(cost) or (self.incumbent is not None and cost >= self.incumbent.cost):
+        if (isinstance(cost, float) and not math.isfinite(cost)) or (
+                self.incumbent is not None and cost >= self.incumbent.cost):
             return False
-        self.incumbent = Incumbent(cost=float(cost), solution=canonical, source=source, t_s=self.clock.elapsed())
+        # keep the evaluator's type: exact Python ints stay exact (intra-op costs exceed 2^53)
+        self.incumbent = Incumbent(cost=cost, solution=canonical, source=source, t_s=self.clock.elapsed())
         self._event(Event(self.incumbent.t_s, source, "upper", float(cost), source, "feasible"))
         if self._on_incumbent is not None:
             self._on_incumbent(self.incumbent)

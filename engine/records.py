@@ -17,13 +17,14 @@ class Incumbent:
     """A feasible solution and its exact cost.
 
     Attributes:
-        cost: objective value as re-computed by the problem's exact evaluator.
+        cost: objective value as re-computed by the problem's exact evaluator (a float, or an
+            exact Python int for problems whose costs exceed 2^53).
         solution: problem-specific, JSON-serialisable payload (e.g. block per node).
         source: which search produced it (e.g. ``"brkga"``, ``"exact-mip"``).
         t_s: seconds since the start of the run when it was found.
     """
 
-    cost: float
+    cost: float | int
     solution: Any
     source: str = ""
     t_s: float = 0.0

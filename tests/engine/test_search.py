@@ -141,3 +141,11 @@ def test_group_bound_is_min_over_members_only_when_all_reported() -> None:
     assert coord.lb == 5.0 and coord.member_bounds("guess")[1] == 5.0
     coord.offer_bound(member(1, 9.0))
     assert coord.lb == 6.0 and coord.bound.detail["argmin_member"] == 3
+
+
+def test_coordinator_keeps_exact_integer_costs() -> None:
+    big = 2 ** 63 + 12345  # beyond float precision: float(big) == float(big + 1)
+    coord = Coordinator(lambda s: (s, s), standard(0.0, 1e9))
+    coord.offer_solution(big + 1, "w")
+    assert coord.offer_solution(big, "w")  # one unit better must be accepted
+    assert coord.ub == big and isinstance(coord.ub, int)
