@@ -146,6 +146,67 @@ def _improve(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off
 
 
 @njit(nogil=True, cache=True)
+def _fits(t, d, size, limit, lo_u, hi_u, du, lo_v, hi_v, dv):  # pragma: no cover - jitted
+    """Whether adding ``du`` on ``[lo_u, hi_u)`` and ``dv`` on ``[lo_v, hi_v)`` keeps every step within the limit."""
+    if limit < 0:
+        return True
+    # the two intervals cut time into at most three pieces with a constant added amount
+    a, b = max(lo_u, lo_v), min(hi_u, hi_v)
+    if du > 0 and seg_max(t, d, size, lo_u, min(hi_u, a) if a < b else hi_u) + du > limit:
+        return False
+    if dv > 0 and seg_max(t, d, size, lo_v, min(hi_v, a) if a < b else hi_v) + dv > limit:
+        return False
+    if a < b:
+        if du + dv > 0 and seg_max(t, d, size, a, b) + du + dv > limit:
+            return False
+        if du > 0 and seg_max(t, d, size, b, hi_u) + du > limit:
+            return False
+        if dv > 0 and seg_max(t, d, size, b, hi_v) + dv > limit:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def _improve_pairs(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, tab_y,
+                   start, end, limit, t, d, size, lu, lv):  # pragma: no cover - jitted
+    """One pass over all pair tables: move both endpoints at once when that is cheaper and fits."""
+    moves = 0
+    for e in range(len(tab_x)):
+        u, v = tab_x[e], tab_y[e]
+        ku, kv = k[u], k[v]
+        local_costs(u, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, lu)
+        local_costs(v, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, lv)
+        su, sv = sol[u], sol[v]
+        off = tab_off[e]
+        # local_costs count the u-v table once from each side with the other endpoint fixed
+        for a in range(ku):
+            lu[a] -= tabs[off + a * kv + sv]
+        for b in range(kv):
+            lv[b] -= tabs[off + su * kv + b]
+        cur = lu[su] + lv[sv] + tabs[off + su * kv + sv]
+        # integer costs in float64: demand a real gain so rounding near 1e18 cannot cycle
+        best, ba, bb = cur - max(0.5, 1e-12 * abs(cur)), su, sv
+        uu, uv = usage[ptr[u] + su], usage[ptr[v] + sv]
+        for a in range(ku):
+            if a == su:
+                continue
+            for b in range(kv):
+                if b == sv:
+                    continue
+                c = lu[a] + lv[b] + tabs[off + a * kv + b]
+                if c < best:
+                    if _fits(t, d, size, limit, start[u], end[u], usage[ptr[u] + a] - uu,
+                             start[v], end[v], usage[ptr[v] + b] - uv):
+                        best, ba, bb = c, a, b
+        if ba != su:
+            seg_add(t, d, size, start[u], end[u], usage[ptr[u] + ba] - uu)
+            seg_add(t, d, size, start[v], end[v], usage[ptr[v] + bb] - uv)
+            sol[u], sol[v] = ba, bb
+            moves += 1
+    return moves
+
+
+@njit(nogil=True, cache=True)
 def _repair(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
             start, end, limit, t, d, size, scratch, max_steps):  # pragma: no cover - jitted
     n = len(sol)
@@ -204,10 +265,24 @@ class UsageTracker:
                 net.tab_off, net.tab_x, p.start, p.end, p.limit_or_minus1, self.t, self.d, self.size, self.scratch)
 
 
-def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 20) -> int:
-    """Greedy feasible-preserving swaps on ``sol`` (in place; must be within the limit). Returns swaps made."""
+def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 20, pairs: int = 0) -> int:
+    """Greedy feasible-preserving swaps on ``sol`` (in place; must be within the limit). Returns swaps made.
+
+    With ``pairs > 0``, also moves both endpoints of a pair table together: up to ``pairs``
+    passes over all tables, each followed by single swaps, while they find anything.
+    """
     tracker.load(usage_profile(tracker.prep.problem, sol))
-    return int(_improve(*tracker._args(sol), max_rounds))
+    moves = int(_improve(*tracker._args(sol), max_rounds))
+    net, p = tracker.prep.net, tracker.prep.problem
+    lv = np.empty_like(tracker.scratch)
+    for _ in range(pairs):
+        got = int(_improve_pairs(sol, net.unary, net.usage, net.ptr, net.k, net.adj_ptr, net.adj_nbr, net.adj_tab,
+                                 net.tabs, net.tab_off, net.tab_x, net.tab_y, p.start, p.end, p.limit_or_minus1,
+                                 tracker.t, tracker.d, tracker.size, tracker.scratch, lv))
+        if got == 0:
+            break
+        moves += got + int(_improve(*tracker._args(sol), max_rounds))
+    return moves
 
 
 def repair(tracker: UsageTracker, sol: NDArray[np.int64], *, max_steps: int = 100_000) -> bool:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from engine.records import Incumbent
+from problems.intraop import repair as greedy
 from problems.intraop.evaluate import evaluate
 from problems.intraop.model import IntraopProblem
 from problems.intraop.penalty import Found, PenaltySearch
@@ -28,6 +29,9 @@ from problems.intraop.relaxed import Prepared, core_is_tiny, prepare
 #: Initial uniform weights tried first, and the escalation while nothing is feasible.
 FIRST_SCALES = (0.1, 1.0, 10.0, 100.0)
 MORE_SCALES = (1e3, 1e4, 1e5, 1e6)
+#: Time kept at the end for moving pairs of nodes in the best solution (seconds, share of the limit).
+POLISH_RESERVE_S = 3.0
+POLISH_SHARE = 0.05
 #: Share of the remaining time each successive-halving stage gets.
 STAGE_SHARE = 0.5
 
@@ -62,7 +66,8 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
     Args:
         problem: the instance.
         time_limit_s: wall-clock budget including preparation (the first probing round
-            always completes, so very small budgets may be exceeded by one solve per scale).
+            always completes, so very small budgets may be exceeded by one solve per scale);
+            the last ``min(3 s, 5 %)`` go to a pair-move polish of the best solution.
         seed: root seed; searches get independent streams from ``SeedSequence(seed)``.
         workers: searches run in parallel threads.
         on_improvement: called (under a lock, from any thread) with each new best
@@ -78,7 +83,8 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
         "seed"}``; cost and solution are None when nothing feasible was found.
     """
     t0 = time.perf_counter()
-    deadline = t0 + time_limit_s
+    end = t0 + time_limit_s
+    deadline = end - min(POLISH_RESERVE_S, POLISH_SHARE * time_limit_s)
     best = _Best(t0, on_improvement)
     prep = prep if prep is not None else prepare(problem)
     workers = max(1, int(workers))
@@ -113,6 +119,8 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
                 feasible = [s for s in ranked if s.best() is not None]
                 _successive_halving(pool, feasible or ranked[:workers], workers, deadline, best, names, slice_s)
         active = ranked[:workers]
+    if best.inc is not None and max_iterations is None and time.perf_counter() < end:
+        _polish(prep, best)
     iterations = sum(s.iterations for s in searches)
     elapsed = time.perf_counter() - t0
     inc = best.inc
@@ -137,6 +145,16 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
 def _exact_unconstrained(prep: Prepared) -> bool:
     """True when one relaxed solve is provably optimal: no usage limit and an exactly solved core."""
     return prep.problem.usage_limit is None and core_is_tiny(prep)
+
+
+def _polish(prep: Prepared, best: _Best) -> None:
+    """Pair-table moves on the incumbent; offered back if strictly cheaper."""
+    assert best.inc is not None
+    sol = np.array(best.inc.solution, dtype=np.int64)
+    greedy.improve(greedy.UsageTracker(prep), sol, pairs=3)
+    ev = evaluate(prep.problem, sol)
+    if ev.feasible and ev.cost is not None and ev.cost < best.inc.cost:
+        best.offer(Found(ev.cost, sol, -1, 0.0), "pair-polish")
 
 
 def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best: _Best, name: str) -> None:

@@ -66,3 +66,24 @@ def test_repair_reaches_the_limit_when_least_usage_fits(seed):
     assert usage_profile(p, sol).max(initial=0) <= p.usage_limit
     assert evaluate(p, sol).feasible
     assert prep.problem is p
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_pair_moves_reach_a_pair_local_optimum(seed):
+    rng = np.random.default_rng(seed)
+    p = random_instance(7, seed, max_k=3, limit_quantile=0.5, edge_p=0.4)
+    prep = prepare(p)
+    sol = np.array([rng.integers(0, k) for k in p.num_strategies], dtype=np.int64)
+    if not evaluate(p, sol).feasible:
+        return
+    before = evaluate(p, sol).cost
+    repair.improve(repair.UsageTracker(prep), sol, pairs=50)
+    after = evaluate(p, sol)
+    assert after.feasible and after.cost <= before
+    for u, v in zip(prep.net.tab_x.tolist(), prep.net.tab_y.tolist()):
+        for a in range(int(p.num_strategies[u])):
+            for b in range(int(p.num_strategies[v])):
+                alt = sol.tolist()
+                alt[u], alt[v] = a, b
+                c, ok = naive_evaluate(p, alt)
+                assert not (ok and c < after.cost), (u, v, a, b)
