@@ -1,0 +1,30 @@
+"""Intra-operator sharding strategies (the ASPLOS/EuroSys 2025 IOPDDL contest problem).
+
+Modules: ``model`` (instance arrays), ``io`` (contest JSON loader with array
+cache), ``evaluate`` (the exact evaluator), ``network`` (merged pair tables of
+the relaxed problem), ``reduce`` (exact degree <= 2 elimination), ``_kernels``
+(numba: TRW-S, forest descent, local costs), ``relaxed`` (one relaxed solve),
+``repair`` (greedy swaps and repair under the usage limit), ``penalty`` (the
+adaptive penalty search), ``runner`` (in-process driver), ``generators``.
+``solve`` and ``PenaltySearch`` are imported lazily (they compile numba kernels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from problems.intraop.evaluate import Evaluation, evaluate
+from problems.intraop.io import load_problem
+from problems.intraop.model import FORBIDDEN, IntraopProblem
+
+__all__ = ["FORBIDDEN", "Evaluation", "IntraopProblem", "PenaltySearch", "evaluate", "load_problem", "solve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "solve":
+        from problems.intraop.runner import solve
+        return solve
+    if name == "PenaltySearch":
+        from problems.intraop.penalty import PenaltySearch
+        return PenaltySearch
+    raise AttributeError(name)

@@ -75,3 +75,16 @@ def test_search_best_never_gets_worse():
             costs.append(s.best().cost)
             assert evaluate(p, s.best().solution).cost == costs[-1]
     assert costs and costs == sorted(costs, reverse=True)
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[4] / "shared" / "data" / "iopddl"
+
+
+@pytest.mark.skipif(not (SHARED / "asplos-2025-iopddl-G.json.gz").exists(), reason="shared contest data not available")
+def test_contest_instance_g_feasible_and_close(tmp_path):
+    from problems.intraop.io import load_problem
+
+    p = load_problem(SHARED / "asplos-2025-iopddl-G.json.gz", cache_dir=tmp_path)
+    r = solve(p, time_limit_s=8, seed=0)
+    assert r["feasible"] and r["time_to_first_feasible_s"] < 8
+    assert evaluate(p, r["solution"]).cost == r["cost"] <= 1.2 * 217039  # best known 217039
