@@ -27,8 +27,10 @@ from problems.intraop.evaluate import evaluate
 
 #: Objective magnitude below which CP-SAT's double-valued bound is exact and its search comfortable.
 SAFE_OBJECTIVE = 1 << 50
-#: Models with more admissible table entries than this are not built (the bound would be useless anyway).
-MAX_PAIR_VARS = 3_000_000
+#: Models with more admissible table entries, or memory-constraint terms, than this are not built:
+#: building them in Python alone would take minutes and the bound would be useless anyway.
+MAX_PAIR_VARS = 500_000
+MAX_MEMORY_TERMS = 2_000_000
 
 
 def scale_power(unary: NDArray[np.int64], work: NDArray[np.int64], prep: BoundPrep) -> int:
@@ -82,8 +84,13 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
     problem, net = prep.problem, prep.net
     work = prep.work
     entries = int(np.count_nonzero(work < EXCL))
-    if entries > MAX_PAIR_VARS:
-        return -math.inf, "skipped: model too large", {"pair_entries": entries}
+    steps = binding_steps(prep, unary)
+    starts, ends = problem.start, problem.end
+    live_at = [np.nonzero((starts <= t) & (ends > t))[0] for t in steps.tolist()]
+    mem_terms = sum(int(net.k[lv].sum()) for lv in live_at)
+    if entries > MAX_PAIR_VARS or mem_terms > MAX_MEMORY_TERMS:
+        return -math.inf, "skipped: model too large", {"pair_entries": entries, "memory_terms": mem_terms}
+    deadline = t0 + time_limit_s
     p = scale_power(unary, work, prep)
     div = 10**p
     m = cp_model.CpModel()
@@ -99,6 +106,8 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
         obj += [(b, row[s] // div) for s, b in xv.items()]
         x.append(xv)
     for t in range(net.num_tables):
+        if time.perf_counter() > deadline:
+            return -math.inf, "timeout", {"reason": "time limit reached while building the model"}
         u, v = int(net.tab_x[t]), int(net.tab_y[t])
         off = int(net.tab_off[t])
         tab = work[off:off + k[u] * k[v]].reshape(k[u], k[v])
@@ -118,13 +127,9 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
             m.Add(sum(ys) == x[u][a])
         for b, ys in cols.items():
             m.Add(sum(ys) == x[v][b])
-    steps = binding_steps(prep, unary)
-    start, end = problem.start.tolist(), problem.end.tolist()
     use = problem.node_usage.tolist()
-    order = np.argsort(problem.start, kind="stable").tolist()
-    for t in steps.tolist():
-        terms = [(b, use[ptr[v] + s]) for v in order if start[v] <= t < end[v]
-                 for s, b in x[v].items() if use[ptr[v] + s]]
+    for live in live_at:
+        terms = [(b, use[ptr[v] + s]) for v in live.tolist() for s, b in x[v].items() if use[ptr[v] + s]]
         if terms:
             m.Add(sum(c * b for b, c in terms) <= problem.usage_limit)
     m.Minimize(sum(c * b for b, c in obj if c))
