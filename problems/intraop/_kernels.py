@@ -29,6 +29,34 @@ def pair_cost(tabs, tab_off, tab_x, k, t, v, a, nbr, b):  # pragma: no cover - j
 
 
 @njit(**_JIT)
+def min_over_rows(tabs, off, i_is_row, ki, kj, vec, g, sub, sub_off, out, out_off):  # pragma: no cover
+    """``out[out_off + b] = min_a g * vec[a] - sub[sub_off + a] + f(a, b)`` for the table at ``off``.
+
+    ``f(a, b)`` is entry ``(a, b)`` when ``i_is_row`` (table ``ki x kj``) else entry ``(b, a)``
+    (table ``kj x ki``); the loops follow the memory order in both cases.
+    """
+    if i_is_row:
+        for b in range(kj):
+            out[out_off + b] = np.inf
+        for a in range(ki):
+            base = g * vec[a] - sub[sub_off + a]
+            row = off + a * kj
+            for b in range(kj):
+                c = base + tabs[row + b]
+                if c < out[out_off + b]:
+                    out[out_off + b] = c
+    else:
+        for b in range(kj):
+            best = np.inf
+            row = off + b * ki
+            for a in range(ki):
+                c = g * vec[a] - sub[sub_off + a] + tabs[row + a]
+                if c < best:
+                    best = c
+            out[out_off + b] = best
+
+
+@njit(**_JIT)
 def merge_edge_tables(edge_u, edge_v, edge_ptr, edge_cost, pair, tab_off, tab_x, k, ptr,
                       unary, tabs):  # pragma: no cover - jitted
     """Add every file edge into its pair table (transposed if needed); self-loop diagonals into ``unary``."""
@@ -104,14 +132,15 @@ def _find(parent, x):  # pragma: no cover - jitted
 
 @njit(**_JIT)
 def forest_sweep(perm, sol, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
-                 in_s, uf, mark, order, par, h, scratch):  # pragma: no cover - jitted
+                 in_s, uf, mark, order, par, h, scratch, zeros):  # pragma: no cover - jitted
     """One block-coordinate step: optimise exactly over an induced forest, all other nodes fixed.
 
     The forest is grown greedily in the order ``perm`` (a node joins if its
     neighbours already in the forest lie in pairwise different trees), then
     solved by dynamic programming (min-sum over trees). The objective never
     increases. Work arrays: ``in_s``, ``uf``, ``mark``, ``par`` int64[n],
-    ``order`` int64[len(perm)], ``h`` float64[K], ``scratch`` float64[max k].
+    ``order`` int64[len(perm)], ``h`` float64[K], ``scratch`` float64[max k],
+    ``zeros`` float64[max k] of zeros.
 
     Returns:
         The number of nodes whose strategy changed.
@@ -185,14 +214,11 @@ def forest_sweep(perm, sol, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_
                 t = adj_tab[i]
                 break
         kv, kp = k[v], k[p]
-        hv = ptr[v]
+        # message v -> p: min over v's strategies of table + h_v, added to h_p
+        min_over_rows(tabs, tab_off[t], tab_x[t] == v, kv, kp, h[ptr[v]:ptr[v] + kv], 1.0, zeros, 0,
+                      scratch, 0)
         for a in range(kp):
-            best = np.inf
-            for b in range(kv):
-                c = pair_cost(tabs, tab_off, tab_x, k, t, p, a, v, b) + h[hv + b]
-                if c < best:
-                    best = c
-            h[ptr[p] + a] += best
+            h[ptr[p] + a] += scratch[a]
     # downward pass: choose strategies; keep the current one on ties
     changed = 0
     for j in range(cnt):
@@ -358,18 +384,10 @@ def trws_pass(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs
             t = adj_tab[e]
             oi = msg_off[e]
             oj = msg_off[rev[e]]
-            row = tab_x[t] == i
-            off = tab_off[t]
+            min_over_rows(tabs, tab_off[t], tab_x[t] == i, ki, kj, hat, g, msg, oi, msg, oj)
             mn = np.inf
             for b in range(kj):
-                best = np.inf
-                for a in range(ki):
-                    f = tabs[off + a * kj + b] if row else tabs[off + b * ki + a]
-                    c = g * hat[a] - msg[oi + a] + f
-                    if c < best:
-                        best = c
-                msg[oj + b] = best
-                if best < mn:
-                    mn = best
+                if msg[oj + b] < mn:
+                    mn = msg[oj + b]
             for b in range(kj):
                 msg[oj + b] -= mn

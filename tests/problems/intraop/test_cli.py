@@ -12,9 +12,15 @@ from launch import main
 EXAMPLE = str(Path(__file__).parent / "data" / "example.json")
 
 
+def _solve_args() -> list[str]:
+    """``intraop solve`` in threads, also where the command defaults to a Ray cluster."""
+    help_text = CliRunner().invoke(main, ["intraop", "solve", "--help"]).output
+    return ["intraop", "solve"] + (["--in-process"] if "--in-process" in help_text else [])
+
+
 def test_solve_contest_format(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
-    r = CliRunner().invoke(main, ["intraop", "solve", EXAMPLE, "--time-limit", "1", "--format", "contest"])
+    r = CliRunner().invoke(main, [*_solve_args(), EXAMPLE, "--time-limit", "1", "--format", "contest"])
     assert r.exit_code == 0, r.output
     assert r.output.strip() == "[0, 0, 2, 1, 0]"
 
@@ -22,7 +28,7 @@ def test_solve_contest_format(tmp_path, monkeypatch):
 def test_solve_writes_result_file(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "r" / "result.json"
-    r = CliRunner().invoke(main, ["intraop", "solve", EXAMPLE, "--time-limit", "1", "--seed", "4",
+    r = CliRunner().invoke(main, [*_solve_args(), EXAMPLE, "--time-limit", "1", "--seed", "4",
                                   "--workers", "2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
@@ -38,7 +44,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     doc = json.loads(Path(EXAMPLE).read_text())
     doc["problem"]["edges"]["nodes"][1] = [0, 9]
     bad.write_text(json.dumps(doc))
-    r = CliRunner().invoke(main, ["intraop", "solve", str(bad), "--time-limit", "1"])
+    r = CliRunner().invoke(main, [*_solve_args(), str(bad), "--time-limit", "1"])
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and r.output.startswith("error: ")
     assert "problem.edges.nodes[1]" in r.output and "Traceback" not in r.output
