@@ -60,7 +60,8 @@ class _Best:
 
 def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, workers: int = 1,
           on_improvement: Callable[[Incumbent], None] | None = None, prep: Prepared | None = None,
-          slice_s: float = 1.0, max_iterations: int | None = None) -> dict[str, Any]:
+          slice_s: float = 1.0, max_iterations: int | None = None,
+          search_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Search for a cheap feasible assignment within ``time_limit_s`` seconds.
 
     Args:
@@ -76,6 +77,7 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
         slice_s: how long a search runs between checks of the clock.
         max_iterations: stop each search after this many iterations (probe included);
             makes short runs deterministic for a given seed.
+        search_options: extra keyword arguments for every :class:`PenaltySearch`.
 
     Returns:
         ``{"problem", "instance", "cost", "feasible", "solution", "lower_bound", "gap",
@@ -94,7 +96,7 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
     names: dict[int, str] = {}
 
     def probe(w0: float) -> PenaltySearch:
-        s = PenaltySearch(prep, w0, seeds[w0])
+        s = PenaltySearch(prep, w0, seeds[w0], **(search_options or {}))
         names[id(s)] = f"penalty-w{w0:g}"
         found = s.iterate()
         if found is not None:
