@@ -242,37 +242,42 @@ def intraop() -> None:
 
 @intraop.command("solve")
 @click.argument("instance", type=click.Path(dir_okay=False))
-@click.option("--time-limit", type=float, default=60.0, show_default=True,
-              help="Seconds, loading included.")
-@click.option("--workers", type=int, default=1, show_default=True, help="Parallel penalty searches (threads).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write result.json here (rewritten at every improvement).")
+@_run_options
 @click.option("--format", "fmt", type=click.Choice(["json", "contest"]), default="json", show_default=True,
               help="stdout: the result document, or the contest's single line [s0, s1, ...].")
 @_user_errors
-def intraop_solve(instance: str, time_limit: float, workers: int, seed: int, out: str | None, fmt: str) -> None:
-    """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit."""
+def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int, out: str | None,
+                  run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
+                  cpus_per_worker: float, in_process: bool, quiet: bool, fmt: str) -> None:
+    """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit.
+
+    Runs on Ray (started locally unless --address is given): penalty-search workers and
+    lower-bound workers report to one coordinator, which stops at --target-gap, on a
+    proven optimum or at the time limit. --in-process runs the searches in threads
+    (--workers of them) without bounds.
+    """
     import time
 
     from problems.intraop.io import load_problem
-    from problems.intraop.runner import solve
 
     t0 = time.perf_counter()
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
-    if workers < 1:
-        raise InputError(f"--workers: must be >= 1, got {workers}")
-    problem = load_problem(instance)
+    _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    problem = load_problem(instance)  # fail fast on bad input, before starting Ray
+    if in_process:
+        from problems.intraop.runner import solve
 
-    def save(inc: Any) -> None:
-        _write_json(out, {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
-                          "solution": inc.solution, "lower_bound": None, "gap": None,
-                          "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": "running"})
+        def save(inc: Any) -> None:
+            _write_json(out, {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
+                              "solution": inc.solution, "lower_bound": None, "gap": None,
+                              "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": "running"})
 
-    doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
-                workers=workers, on_improvement=save if out else None)
-    doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+        doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
+                    workers=workers or 1, on_improvement=save if out else None)
+        doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    else:
+        doc = _run_on_ray("intraop", instance, {}, time_limit=time_limit, target_gap=target_gap, seed=seed,
+                          run_dir=run_dir, resume=resume, address=address, workers=workers,
+                          cpus_per_worker=cpus_per_worker, quiet=quiet)
     _write_json(out, doc)
     if fmt == "contest":
         if doc["solution"] is not None:

@@ -5,7 +5,8 @@ Worker plan for ``workers`` slots of ``cpus_per_worker`` CPUs each: half the slo
 the exact MIP for the whole run (its incumbents are upper bounds too); further
 bound slots run the cheaper relaxations, guess-the-bottleneck members in time
 slices, re-running the member with the smallest current bound with a doubled
-slice once all have reported. A worker that dies is replaced (up to
+slice once all have reported. Which job is dedicated, and each job's share of the
+time, come from the problem's adapter. A worker that dies is replaced (up to
 ``max_restarts`` times per slot); the coordinator never loses what was reported.
 """
 
@@ -64,16 +65,22 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         generation[("search", slot)] = g + 1
         name = f"search-{slot}" + (f"r{g}" if g else "")
         a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
-            problem_name, problem_ref, params, seed, slot + 1000 * g, name)
+            problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
         running[a.run.remote(coord)] = ("search", slot, a, None)
 
     # bound job queue
     specs = adapter.bound_job_specs(problem, params) if bounds else []
-    exact = [s for s in specs if s["kind"] == "exact"]
-    others = [s for s in specs if s["kind"] != "exact"]
+    # a "dedicated" job owns bound slot 0 for the whole run; the others queue for the
+    # remaining slots and get their "share" of the time left (members: a time slice)
+    exact = [s for s in specs if s.get("dedicated")]
+    others = [s for s in specs if not s.get("dedicated")]
     members = [s for s in others if "j" in s]
     slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
-    queue: list[tuple[dict[str, Any], float]] = [(s, slice_s if "j" in s else math.inf) for s in others]
+
+    def budget_of(s: dict[str, Any]) -> float:
+        return slice_s if "j" in s else float(s.get("share", 1.0)) * max(0.0, t_end - time.monotonic())
+
+    queue: list[dict[str, Any]] = list(others)
     bound_actors: dict[int, Any] = {}
 
     def bound_actor(slot: int, fresh: bool = False) -> Any:
@@ -92,7 +99,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         if slot == 0 and exact:
             spec, budget = exact.pop(), left  # once; a restarted slot 0 puts it back
         elif queue:
-            spec, budget = queue.pop(0)
+            spec = queue.pop(0)
+            budget = budget_of(spec)
         else:
             spec, budget = _rerun_weakest(coord, members, slice_s)
             if spec is None:
@@ -137,10 +145,10 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                     if kind == "search":
                         start_search(slot)
                     else:
-                        if spec is not None and spec["kind"] == "exact":
+                        if spec is not None and spec.get("dedicated"):
                             exact.append(spec)
                         elif spec is not None:
-                            queue.insert(0, (spec, slice_s if "j" in spec else math.inf))
+                            queue.insert(0, spec)
                         start_bound(slot, fresh=True)
                 elif kind == "bound":
                     start_bound(slot)

@@ -38,5 +38,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
         if ship_code:
             kwargs["runtime_env"] = {"py_modules": [str(ROOT / p) for p in CODE_PACKAGES],
                                      "excludes": ["__pycache__", "*.nbi", "*.nbc"]}
+    # Ray logs a WARNING on every start about token authentication being enabled; keep
+    # the CLI's output to gapstop's own lines (errors still show).
+    logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
     ray.init(**kwargs)
     return dict(ray.cluster_resources())

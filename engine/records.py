@@ -52,8 +52,10 @@ class Bound:
     solver: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, drop: tuple[str, ...] = ("blocks", "solution")) -> dict[str, Any]:
+        """JSON-ready record; ``drop`` removes bulky solution payloads from ``detail``."""
         d = asdict(self)
+        d["detail"] = {k: v for k, v in d["detail"].items() if k not in drop}
         if not math.isfinite(d["value"]):
             d["value"] = None
         return d

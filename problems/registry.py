@@ -84,7 +84,80 @@ class PipelineAdapter:
         return result_doc(problem, params["k"], coord, reason, elapsed_s)
 
 
-_ADAPTERS: dict[str, Adapter] = {"pipeline": PipelineAdapter()}
+class IntraopAdapter:
+    """Intra-operator sharding (IOPDDL): no params; exact integer costs."""
+
+    name = "intraop"
+    #: bound methods run by bound workers after the instant ``trivial`` one
+    BOUND_KINDS = ("unconstrained", "lagrangian", "exact")
+
+    def __init__(self) -> None:
+        self._prep: dict[int, Any] = {}
+
+    def load(self, path: str) -> Any:
+        from problems.intraop.io import load_problem
+        return load_problem(path)
+
+    def check_params(self, problem: Any, params: dict[str, Any]) -> None:
+        pass
+
+    def evaluator(self, problem: Any, params: dict[str, Any]) -> Evaluator:
+        from problems.intraop.evaluate import evaluate
+
+        def score(solution: Any) -> tuple[int, list[int]]:
+            sol = [int(s) for s in solution]
+            ev = evaluate(problem, sol)
+            if not ev.feasible or ev.cost is None:
+                raise ValueError(ev.reason or "infeasible")
+            return ev.cost, sol
+
+        return score
+
+    def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
+        from problems.intraop.island import IntraopIsland
+        from problems.intraop.relaxed import prepare
+        return IntraopIsland(prepare(problem), seed, index, int(params.get("_islands", 1)))
+
+    def to_solution(self, found: Any) -> Any:
+        return [int(s) for s in found.solution]
+
+    def initial_bounds(self, problem: Any, params: dict[str, Any]) -> list[Any]:
+        from problems.intraop.bounds import lower_bound
+        return [lower_bound(problem, "trivial", 5.0)]
+
+    def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"kind": k, "share": s} for k, s in zip(self.BOUND_KINDS, (0.2, 0.6, 1.0))]
+
+    def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
+                      seed: int, parallel: bool, num_workers: int) -> None:
+        from problems.intraop.bounds import lower_bound
+        budget = ctx.time_left() if parallel else ctx.time_left() * float(spec.get("share", 1.0))
+        if budget <= 0.05 or ctx.should_stop():
+            return
+        kw: dict[str, Any] = {"num_workers": max(2, num_workers), "seed": seed} if spec["kind"] == "exact" else {}
+        b = lower_bound(problem, spec["kind"], budget, **kw)
+        sol = (b.detail or {}).get("solution")
+        if sol is not None:
+            ctx.solution(sol, f"{spec['kind']}-cpsat")
+        ctx.bound(b)
+
+    def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
+                   elapsed_s: float) -> dict[str, Any]:
+        import math
+        inc = coord.incumbent
+        lb = coord.lb
+        bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
+        return {"problem": "intraop", "instance": problem.name,
+                "cost": None if inc is None else int(inc.cost), "feasible": inc is not None,
+                "solution": None if inc is None else inc.solution,
+                "lower_bound": None if lb is None or not math.isfinite(lb) else int(lb),
+                "lower_bound_method": None if coord.bound is None else coord.bound.method,
+                "gap": coord.gap, "found_by": None if inc is None else inc.source,
+                "bounds": [b.to_dict() for b in bounds], "elapsed_s": round(elapsed_s, 3),
+                "stopped_because": reason}
+
+
+_ADAPTERS: dict[str, Adapter] = {"pipeline": PipelineAdapter(), "intraop": IntraopAdapter()}
 
 
 def register(adapter: Adapter) -> None:

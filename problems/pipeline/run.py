@@ -101,7 +101,7 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = [{"kind": "bottleneck", "share": 0.10}]
     if 2 <= k <= 8:
         specs += [{"kind": "guess", "j": j, "share": 0.25 / k} for j in range(1, k + 1)]
-    specs.append({"kind": "exact", "share": 1.0})
+    specs.append({"kind": "exact", "share": 1.0, "dedicated": True})
     return specs
 
 
