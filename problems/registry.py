@@ -135,6 +135,17 @@ class IntraopAdapter:
         if budget <= 0.05 or ctx.should_stop():
             return
         kw: dict[str, Any] = {"num_workers": max(2, num_workers), "seed": seed} if spec["kind"] == "exact" else {}
+        if spec["kind"] == "lagrangian":
+            ub, _ = ctx.incumbent()  # the incumbent's cost steers the Polyak step size
+            if ub is not None:
+                kw["upper_bound"] = int(ub)
+            import time as _time
+
+            from engine.records import Bound
+            t0 = _time.monotonic()
+            # every improving multiplier vector's value is itself a valid bound: report it now
+            kw["on_improvement"] = lambda v: ctx.bound(Bound("lagrangian", v, "bound-only",
+                                                             _time.monotonic() - t0, "trw-s"))
         b = lower_bound(problem, spec["kind"], budget, **kw)
         sol = (b.detail or {}).get("solution")
         if sol is not None:
