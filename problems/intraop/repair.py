@@ -16,6 +16,8 @@ every result with the exact evaluator.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
@@ -265,23 +267,30 @@ class UsageTracker:
                 net.tab_off, net.tab_x, p.start, p.end, p.limit_or_minus1, self.t, self.d, self.size, self.scratch)
 
 
-def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 20, pairs: int = 0) -> int:
+def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 20, pairs: int = 0,
+            deadline: float | None = None) -> int:
     """Greedy feasible-preserving swaps on ``sol`` (in place; must be within the limit). Returns swaps made.
 
     With ``pairs > 0``, also moves both endpoints of a pair table together: up to ``pairs``
-    passes over all tables, each followed by single swaps, while they find anything.
+    passes over all tables, each followed by single swaps, while they find anything and,
+    given a ``deadline`` (``time.perf_counter()`` value), while the last pass would still fit.
     """
     tracker.load(usage_profile(tracker.prep.problem, sol))
     moves = int(_improve(*tracker._args(sol), max_rounds))
     net, p = tracker.prep.net, tracker.prep.problem
     lv = np.empty_like(tracker.scratch)
+    last_s = 0.0
     for _ in range(pairs):
+        t0 = time.perf_counter()
+        if deadline is not None and t0 + last_s > deadline:
+            break
         got = int(_improve_pairs(sol, net.unary, net.usage, net.ptr, net.k, net.adj_ptr, net.adj_nbr, net.adj_tab,
                                  net.tabs, net.tab_off, net.tab_x, net.tab_y, p.start, p.end, p.limit_or_minus1,
                                  tracker.t, tracker.d, tracker.size, tracker.scratch, lv))
         if got == 0:
             break
         moves += got + int(_improve(*tracker._args(sol), max_rounds))
+        last_s = time.perf_counter() - t0
     return moves
 
 

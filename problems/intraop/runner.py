@@ -122,7 +122,7 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
                 _successive_halving(pool, feasible or ranked[:workers], workers, deadline, best, names, slice_s)
         active = ranked[:workers]
     if best.inc is not None and max_iterations is None and time.perf_counter() < end:
-        _polish(prep, best)
+        _polish(prep, best, end)
     iterations = sum(s.iterations for s in searches)
     elapsed = time.perf_counter() - t0
     inc = best.inc
@@ -149,11 +149,11 @@ def _exact_unconstrained(prep: Prepared) -> bool:
     return prep.problem.usage_limit is None and core_is_tiny(prep)
 
 
-def _polish(prep: Prepared, best: _Best) -> None:
+def _polish(prep: Prepared, best: _Best, end: float) -> None:
     """Pair-table moves on the incumbent; offered back if strictly cheaper."""
     assert best.inc is not None
     sol = np.array(best.inc.solution, dtype=np.int64)
-    greedy.improve(greedy.UsageTracker(prep), sol, pairs=3)
+    greedy.improve(greedy.UsageTracker(prep), sol, pairs=3, deadline=end)
     ev = evaluate(prep.problem, sol)
     if ev.feasible and ev.cost is not None and ev.cost < best.inc.cost:
         best.offer(Found(ev.cost, sol, -1, 0.0), "pair-polish")
