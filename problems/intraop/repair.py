@@ -4,6 +4,8 @@
   still holds; repeated over all nodes until no swap helps. Only the node's
   own cost, its pair tables with its neighbours and the usage over its own
   interval matter, so each candidate is priced in ``O(k_v deg_v + log T)``.
+  With ``pairs``, both endpoints of a pair table may also move together (the
+  usage check then covers the two intervals and their overlap).
 * :func:`repair`: while some time step is over the limit, make the swap at a
   node live at the most loaded step that frees memory at the least extra cost
   per unit of memory freed.
