@@ -1,9 +1,10 @@
 """One intra-op search worker for the distributed runner: its share of the weight scales.
 
-Island ``index`` of ``n_islands`` probes the log-spaced uniform weights
-0.1, 1, 10, 100 (then 10^3 ... 10^6 while none of its own is feasible) assigned
-to it round-robin, each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch`
-with its own seed, then spends its time mostly on its best search, giving every
+Island ``index`` of ``n_islands`` probes the (weight scale, solver variant) pairs
+assigned to it round-robin: uniform weights 0.1, 1, 10, 100 (then 10^3 ... 10^6
+while none of its own is feasible), each solver variant of the in-process runner,
+each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch` with its own
+seed; it then spends its time mostly on its best search, giving every
 fourth slice to the others in turn (a search started elsewhere can overtake).
 Its best solution is polished by pair-table moves at most every ``polish_every_s``.
 Knows nothing of Ray: the search worker actor calls :meth:`step`.
@@ -20,22 +21,24 @@ from problems.intraop import repair as greedy
 from problems.intraop.evaluate import evaluate
 from problems.intraop.penalty import Found, PenaltySearch
 from problems.intraop.relaxed import Prepared
-from problems.intraop.runner import FIRST_SCALES, MORE_SCALES
+from problems.intraop.runner import FIRST_SCALES, MORE_SCALES, VARIANTS
 
 
 class IntraopIsland:
     def __init__(self, prep: Prepared, seed: int, index: int = 0, n_islands: int = 1, *,
                  slice_s: float = 0.5, polish_every_s: float = 10.0) -> None:
-        scales = list(FIRST_SCALES + MORE_SCALES)
-        mine = scales[index % len(scales)::max(1, n_islands)] or [scales[index % len(scales)]]
-        self.first = [w for w in mine if w in FIRST_SCALES] or mine[:1]
-        self.more = [w for w in mine if w not in self.first]
+        # (weight scale, solver variant) pairs, as the in-process runner probes them
+        keys = [(w, v) for w in FIRST_SCALES + MORE_SCALES for v in VARIANTS]
+        mine = keys[index % len(keys)::max(1, n_islands)] or [keys[index % len(keys)]]
+        self.first = [key for key in mine if key[0] in FIRST_SCALES] or mine[:1]
+        self.more = [key for key in mine if key not in self.first]
         streams = np.random.SeedSequence([seed, index]).spawn(len(mine))
-        self.seeds = {w: int(s.generate_state(1)[0]) for w, s in zip(mine, streams)}
+        self.seeds = {key: int(s.generate_state(1)[0]) for key, s in zip(mine, streams)}
         self.prep = prep
         self.slice_s = slice_s
         self.polish_every_s = polish_every_s
         self.searches: list[PenaltySearch] = []
+        self._started: set[tuple[float, str]] = set()
         self.best: Found | None = None
         self._turn = 0
         self._last_polish = time.monotonic()
@@ -48,11 +51,12 @@ class IntraopIsland:
 
     def _probe(self, report: Callable[[Any, Any], None], deadline: float) -> None:
         for group in (self.first, self.more):
-            for w in group:
-                if any(s.weight_scale_start == w for s in self.searches) or time.monotonic() >= deadline:
+            for key in group:
+                if key in self._started or time.monotonic() >= deadline:
                     continue
-                s = PenaltySearch(self.prep, w, self.seeds[w])
-                s.weight_scale_start = w  # type: ignore[attr-defined]
+                w, variant = key
+                s = PenaltySearch(self.prep, w, self.seeds[key], **VARIANTS[variant])
+                self._started.add(key)
                 self.searches.append(s)
                 self._offer(s.iterate(), report)
             if self.best is not None:
