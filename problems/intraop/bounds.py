@@ -196,7 +196,6 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         return _bound("lagrangian", value, status, t0, "ve" if exact else "trw-s", detail)
     lo = np.searchsorted(steps, problem.start)
     hi = np.searchsorted(steps, problem.end)
-    usage_f = problem.node_usage.astype(np.float64)
     lam = _initial_lambda(steps, initial_multipliers)
     theta = np.empty_like(unary)
     best: float | int = -math.inf

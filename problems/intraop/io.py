@@ -19,7 +19,6 @@ the ``cache_dir`` argument, ``$GAPSTOP_CACHE/intraop``, ``~/.cache/gapstop/intra
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -31,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from engine.errors import InputError
+from engine.persist import parse_json_bytes
 from problems.intraop.model import IntraopProblem
 
 #: Bump when the cached array layout changes; old cache files are then ignored.
@@ -43,17 +43,6 @@ def default_cache_dir() -> Path:
     """``$GAPSTOP_CACHE/intraop`` if the variable is set, else ``~/.cache/gapstop/intraop``."""
     root = os.environ.get("GAPSTOP_CACHE")
     return Path(root) / "intraop" if root else Path.home() / ".cache" / "gapstop" / "intraop"
-
-
-def _parse(path: Path, raw: bytes) -> Any:
-    try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except (OSError, EOFError) as e:
-        raise InputError(f"{path}: not a valid gzip file: {e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON: {e}") from None
 
 
 def _lists(path: Path, field: str, value: Any, n: int | None) -> list[list[Any]]:
@@ -256,7 +245,7 @@ def load_problem(path: str | Path, *, cache_dir: str | Path | None = None, cache
         problem = _load_cache(file)
         if problem is not None:
             return problem
-    problem = problem_from_dict(_parse(p, raw), p)
+    problem = problem_from_dict(parse_json_bytes(p, raw), p)
     if cache:
         _save_cache(file, problem)
     return problem

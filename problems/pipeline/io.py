@@ -26,22 +26,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import InputError
+from engine.persist import read_json_file
 from problems.pipeline.model import PipelineProblem
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read file: {e.strerror or e}") from None
-    try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except (OSError, EOFError) as e:
-        raise InputError(f"{path}: not a valid gzip file: {e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON: {e}") from None
 
 
 def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | None) -> list[Any]:
@@ -164,7 +150,7 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
 def load_graph(path: str | Path) -> PipelineProblem:
     """Load and validate a graph file (``.json`` or ``.json.gz``)."""
     p = Path(path)
-    return problem_from_dict(_read_json(p), p)
+    return problem_from_dict(read_json_file(p), p)
 
 
 def problem_to_dict(problem: PipelineProblem) -> dict[str, Any]:
