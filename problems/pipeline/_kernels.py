@@ -180,6 +180,19 @@ def block_costs(order, blocks, nblocks, work, size_param, size_out, succ_ptr, su
 
 
 @njit(cache=True, nogil=True)
+def _max_consumer_pos(pos, succ_ptr, succ):
+    """Position of each node's last consumer in the order given by ``pos`` (-1 for sinks)."""
+    n = pos.shape[0]
+    maxcons = np.full(n, -1, np.int64)
+    for u in range(n):
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            p = pos[succ[e]]
+            if p > maxcons[u]:
+                maxcons[u] = p
+    return maxcons
+
+
+@njit(cache=True, nogil=True)
 def _segment_cost(order, pos, l, r, maxcons, work, size_param, size_out, pred_ptr, pred,
                   bandwidth, memory, stamp):
     """Cost of the block made of positions ``l..r`` of ``order`` (inclusive)."""
@@ -234,12 +247,7 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
     pos = np.empty(n, np.int64)
     for t in range(n):
         pos[order[t]] = t
-    maxcons = np.full(n, -1, np.int64)
-    for u in range(n):
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            p = pos[succ[e]]
-            if p > maxcons[u]:
-                maxcons[u] = p
+    maxcons = _max_consumer_pos(pos, succ_ptr, succ)
     stamp = np.full(n, -1, np.int64)
 
     # Upper bound from the equal-work split (at most k blocks).
@@ -382,6 +390,24 @@ def mla_batch(keys, weighted, size_out, succ_ptr, succ, pred_ptr, bandwidth):
 
 
 @njit(cache=True, nogil=True)
+def _trial_costs(trial, pos, a, b, lo1, hi1, lo2, hi2, work, size_param, size_out, succ_ptr, succ,
+                 pred_ptr, pred, bandwidth, memory, stamp):
+    """Costs of the two blocks ``[lo1, hi1]`` and ``[lo2, hi2]`` of ``trial``, an order that
+    differs from the one ``pos`` describes only at positions ``a..b``."""
+    tpos = pos.copy()
+    for t in range(a, b + 1):
+        tpos[trial[t]] = t
+    tmax = _max_consumer_pos(tpos, succ_ptr, succ)
+    stamp[:] = -1
+    c1 = _segment_cost(trial, tpos, lo1, hi1, tmax, work, size_param, size_out, pred_ptr, pred,
+                       bandwidth, memory, stamp)
+    stamp[:] = -1
+    c2 = _segment_cost(trial, tpos, lo2, hi2, tmax, work, size_param, size_out, pred_ptr, pred,
+                       bandwidth, memory, stamp)
+    return c1, c2
+
+
+@njit(cache=True, nogil=True)
 def improve_split(order, starts, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
                   bandwidth, memory, max_moves):
     """Local search on a split order: move single nodes out of the bottleneck block.
@@ -402,19 +428,13 @@ def improve_split(order, starts, work, size_param, size_out, succ_ptr, succ, pre
     st = starts.copy()
     p = st.shape[0]
     pos = np.empty(n, np.int64)
-    maxcons = np.full(n, -1, np.int64)
     stamp = np.full(n, -1, np.int64)
     costs = np.empty(p, np.float64)
     moves = 0
     while moves < max_moves:
         for t in range(n):
             pos[o[t]] = t
-        for u in range(n):
-            mc = -1
-            for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                if pos[succ[e]] > mc:
-                    mc = pos[succ[e]]
-            maxcons[u] = mc
+        maxcons = _max_consumer_pos(pos, succ_ptr, succ)
         for b in range(p):
             hi = st[b + 1] - 1 if b + 1 < p else n - 1
             stamp[:] = -1
@@ -443,22 +463,8 @@ def improve_split(order, starts, work, size_param, size_out, succ_ptr, succ, pre
                 for t in range(q, hi):
                     trial[t] = trial[t + 1]
                 trial[hi] = v
-                tpos = pos.copy()
-                for t in range(q, hi + 1):
-                    tpos[trial[t]] = t
-                tmax = np.full(n, -1, np.int64)
-                for u in range(n):
-                    mc = -1
-                    for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                        if tpos[succ[e]] > mc:
-                            mc = tpos[succ[e]]
-                    tmax[u] = mc
-                stamp[:] = -1
-                c1 = _segment_cost(trial, tpos, lo, hi - 1, tmax, work, size_param, size_out, pred_ptr, pred,
-                                   bandwidth, memory, stamp)
-                stamp[:] = -1
-                c2 = _segment_cost(trial, tpos, hi, nhi, tmax, work, size_param, size_out, pred_ptr, pred,
-                                   bandwidth, memory, stamp)
+                c1, c2 = _trial_costs(trial, pos, q, hi, lo, hi - 1, hi, nhi, work, size_param, size_out,
+                                      succ_ptr, succ, pred_ptr, pred, bandwidth, memory, stamp)
                 if c1 < costs[bs] and c2 < costs[bs]:
                     o = trial
                     st[bs + 1] = hi
@@ -480,22 +486,8 @@ def improve_split(order, starts, work, size_param, size_out, succ_ptr, succ, pre
                 for t in range(q, lo, -1):
                     trial[t] = trial[t - 1]
                 trial[lo] = v
-                tpos = pos.copy()
-                for t in range(lo, q + 1):
-                    tpos[trial[t]] = t
-                tmax = np.full(n, -1, np.int64)
-                for u in range(n):
-                    mc = -1
-                    for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                        if tpos[succ[e]] > mc:
-                            mc = tpos[succ[e]]
-                    tmax[u] = mc
-                stamp[:] = -1
-                c1 = _segment_cost(trial, tpos, lo + 1, hi, tmax, work, size_param, size_out, pred_ptr, pred,
-                                   bandwidth, memory, stamp)
-                stamp[:] = -1
-                c2 = _segment_cost(trial, tpos, plo, lo, tmax, work, size_param, size_out, pred_ptr, pred,
-                                   bandwidth, memory, stamp)
+                c1, c2 = _trial_costs(trial, pos, lo, q, lo + 1, hi, plo, lo, work, size_param, size_out,
+                                      succ_ptr, succ, pred_ptr, pred, bandwidth, memory, stamp)
                 if c1 < costs[bs] and c2 < costs[bs]:
                     o = trial
                     st[bs] = lo + 1
