@@ -178,29 +178,14 @@ class CoreDual:
         self.exact_table_limit = exact_table_limit
         # the order depends only on the graph: planned once
         self._order = elimination_order(core, plan, net.k, exact_table_limit) if len(core) else None
-        deg = np.diff(plan.adj_ptr)
-        entry_node = np.repeat(np.arange(n), deg)
-        sizes = net.k[entry_node]
-        self.msg_off = np.zeros(len(plan.adj_nbr), dtype=np.int64)
-        if len(sizes):
-            np.cumsum(sizes[:-1], out=self.msg_off[1:])
-        self.msg = np.zeros(int(sizes.sum()), dtype=np.float64)
+        from problems.intraop.relaxed import trws_schedule
+        ts = trws_schedule(net.k, plan)
+        deg, entry_node = ts.deg, ts.entry_node
+        self.msg_off, self.rev, self.gamma = ts.msg_off, ts.rev, ts.gamma
+        self.fwd, self.bwd, self.rank_f, self.rank_b = ts.fwd, ts.bwd, ts.rank_f, ts.rank_b
+        self.msg = np.zeros(ts.msg_size, dtype=np.float64)
         self.msg_int = np.zeros(len(self.msg), dtype=np.int64)
         self._spread = np.zeros(len(self.msg), dtype=np.float64)
-        self.rev = np.zeros(len(plan.adj_nbr), dtype=np.int64)
-        from problems.intraop._kernels import reverse_entries
-        reverse_entries(plan.adj_ptr, plan.adj_nbr, self.rev)
-        self.fwd = core.copy()
-        self.bwd = core[::-1].copy()
-        self.rank_f = np.zeros(n, dtype=np.int64)
-        self.rank_f[core] = np.arange(len(core))
-        self.rank_b = np.zeros(n, dtype=np.int64)
-        self.rank_b[core] = len(core) - 1 - np.arange(len(core))
-        earlier = np.zeros(n, dtype=np.int64)
-        if len(plan.adj_nbr):
-            e_early = (self.rank_f[plan.adj_nbr] < self.rank_f[entry_node]).astype(np.int64)
-            earlier = np.bincount(entry_node, weights=e_early, minlength=n).astype(np.int64)
-        self.gamma = 1.0 / np.maximum(1, np.maximum(earlier, deg - earlier))
         max_deg = int(deg.max()) if len(deg) else 0
         self.msg_bound = (1 << 62) // (max_deg + 2)
         self.theta = np.empty(len(prep.unary), dtype=np.int64)

@@ -65,27 +65,10 @@ class RelaxedSolver:
         self._order = np.zeros(max(1, len(plan.core)), dtype=np.int64)
         self.exhaustive = core_is_tiny(prep)
         # TRW-S state: messages into each core node along each of its adjacency entries
-        core = plan.core
-        deg = np.diff(plan.adj_ptr)
-        entry_node = np.repeat(np.arange(n), deg)
-        self._msg_off = np.zeros(len(plan.adj_nbr), dtype=np.int64)
-        sizes_e = net.k[entry_node]
-        if len(sizes_e):
-            np.cumsum(sizes_e[:-1], out=self._msg_off[1:])
-        self.msg = np.zeros(int(sizes_e.sum()), dtype=np.float64)
-        self._rev = np.zeros(len(plan.adj_nbr), dtype=np.int64)
-        K.reverse_entries(plan.adj_ptr, plan.adj_nbr, self._rev)
-        self._fwd = core.copy()
-        self._bwd = core[::-1].copy()
-        self._rank_f = np.zeros(n, dtype=np.int64)
-        self._rank_f[core] = np.arange(len(core))
-        self._rank_b = np.zeros(n, dtype=np.int64)
-        self._rank_b[core] = len(core) - 1 - np.arange(len(core))
-        earlier = np.zeros(n, dtype=np.int64)
-        if len(plan.adj_nbr):
-            earlier_e = (self._rank_f[plan.adj_nbr] < self._rank_f[entry_node]).astype(np.int64)
-            earlier = np.bincount(entry_node, weights=earlier_e, minlength=n).astype(np.int64)
-        self._gamma = 1.0 / np.maximum(1, np.maximum(earlier, deg - earlier))
+        ts = trws_schedule(net.k, plan)
+        self._msg_off, self._rev, self._gamma = ts.msg_off, ts.rev, ts.gamma
+        self._fwd, self._bwd, self._rank_f, self._rank_b = ts.fwd, ts.bwd, ts.rank_f, ts.rank_b
+        self.msg = np.zeros(ts.msg_size, dtype=np.float64)
 
     def core_energy(self, sol: NDArray[np.int64]) -> float:
         """Relaxed objective of the core (valid after :meth:`solve` for the same weights)."""
@@ -155,3 +138,55 @@ class RelaxedSolver:
                         break
         reconstruct(plan, net, self.theta, self.work, sol)
         return sol
+
+
+@dataclass(frozen=True)
+class TrwsSchedule:
+    """Message layout and sweep orders of TRW-S on a reduced core (graph-only, built once).
+
+    Attributes:
+        msg_off: int64[entries], offset of the message along each adjacency entry
+            (sized by the strategy count of the entry's own node).
+        msg_size: total message length.
+        rev: int64[entries], the reverse entry of each adjacency entry.
+        fwd, bwd: core nodes in forward and backward sweep order.
+        rank_f, rank_b: int64[n], each core node's position in those sweeps.
+        gamma: float64[n], the TRW-S weight 1 / max(1, earlier neighbours, later neighbours).
+        deg: int64[n] adjacency degree; entry_node: int64[entries] owner of each entry.
+    """
+
+    msg_off: NDArray[np.int64]
+    msg_size: int
+    rev: NDArray[np.int64]
+    fwd: NDArray[np.int64]
+    bwd: NDArray[np.int64]
+    rank_f: NDArray[np.int64]
+    rank_b: NDArray[np.int64]
+    gamma: NDArray[np.float64]
+    deg: NDArray[np.int64]
+    entry_node: NDArray[np.int64]
+
+
+def trws_schedule(k: NDArray[np.int64], plan: ReductionPlan) -> TrwsSchedule:
+    """Build the :class:`TrwsSchedule` for strategy counts ``k`` and an elimination ``plan``."""
+    n = len(k)
+    core = plan.core
+    deg = np.diff(plan.adj_ptr)
+    entry_node = np.repeat(np.arange(n), deg)
+    sizes = k[entry_node]
+    msg_off = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+    if len(sizes):
+        np.cumsum(sizes[:-1], out=msg_off[1:])
+    rev = np.zeros(len(plan.adj_nbr), dtype=np.int64)
+    K.reverse_entries(plan.adj_ptr, plan.adj_nbr, rev)
+    rank_f = np.zeros(n, dtype=np.int64)
+    rank_f[core] = np.arange(len(core))
+    rank_b = np.zeros(n, dtype=np.int64)
+    rank_b[core] = len(core) - 1 - np.arange(len(core))
+    earlier = np.zeros(n, dtype=np.int64)
+    if len(plan.adj_nbr):
+        earlier_e = (rank_f[plan.adj_nbr] < rank_f[entry_node]).astype(np.int64)
+        earlier = np.bincount(entry_node, weights=earlier_e, minlength=n).astype(np.int64)
+    gamma = 1.0 / np.maximum(1, np.maximum(earlier, deg - earlier))
+    return TrwsSchedule(msg_off, int(sizes.sum()), rev, core.copy(), core[::-1].copy(), rank_f, rank_b,
+                        gamma, deg, entry_node)
