@@ -59,6 +59,22 @@ class JobContext:
 
 BoundJob = Callable[[JobContext], None]
 
+#: a bound job with less time than this left does not start
+MIN_JOB_BUDGET_S = 0.05
+
+
+def job_budget(ctx: Any, spec: dict[str, Any], parallel: bool) -> float | None:
+    """Seconds a bound job spec may use, or None if it should not start.
+
+    Run in parallel (one job per worker) a job may use all the time left on its context;
+    run one after another (in-process) it takes its ``share`` of the time left.
+    """
+    left = ctx.time_left()
+    budget = left if parallel else left * float(spec.get("share", 1.0))
+    if budget <= MIN_JOB_BUDGET_S or ctx.should_stop():
+        return None
+    return budget
+
 
 @dataclass
 class RunStats:

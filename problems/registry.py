@@ -131,8 +131,9 @@ class IntraopAdapter:
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
         from problems.intraop.bounds import lower_bound
-        budget = ctx.time_left() if parallel else ctx.time_left() * float(spec.get("share", 1.0))
-        if budget <= 0.05 or ctx.should_stop():
+        from engine.local_runner import job_budget
+        budget = job_budget(ctx, spec, parallel)
+        if budget is None:
             return
         kw: dict[str, Any] = {"num_workers": max(2, num_workers), "seed": seed} if spec["kind"] == "exact" else {}
         if spec["kind"] == "lagrangian":

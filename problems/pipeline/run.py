@@ -111,8 +111,9 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     ``time_left``, ``should_stop``)."""
     from problems.pipeline import bounds
 
-    budget = ctx.time_left() if parallel else ctx.time_left() * float(spec.get("share", 1.0))
-    if budget <= 0.05 or ctx.should_stop():
+    from engine.local_runner import job_budget
+    budget = job_budget(ctx, spec, parallel)
+    if budget is None:
         return
     kind = spec["kind"]
     common: dict[str, Any] = {"random_seed": seed, "num_workers": num_workers, "should_stop": ctx.should_stop}
