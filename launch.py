@@ -195,7 +195,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 @click.argument("graph", type=click.Path(dir_okay=False))
 @click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
 @click.option("--method", required=True,
-              type=click.Choice(["simple", "bottleneck", "bottleneck-no-dag", "bottleneck-no-io",
+              type=click.Choice(["simple", "spectral", "bottleneck", "bottleneck-no-dag", "bottleneck-no-io",
                                  "guess-the-bottleneck", "exact"]))
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the bound record as JSON.")

@@ -1,6 +1,6 @@
 """Benchmark of the MTPP lower bounds on the bundled graphs (not a test).
 
-For every graph and k, prints one row: the simple bound, the three-superblock
+For every graph and k, prints one row: the simple bound, the spectral bound, the three-superblock
 ``bottleneck`` bound, guess-the-bottleneck (min over j) and the exact MIP bound,
 each with its wall time, the best partition of one BRKGA island searching for
 ``--search-seconds`` (``search``), the better of that and the exact MIP's partition,
@@ -60,6 +60,10 @@ def _simple(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, A
     return _bound_cell(bounds.simple_bound(p, k))
 
 
+def _spectral(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    return _bound_cell(bounds.spectral_bound(p, k, args.time_limit))
+
+
 def _bottleneck(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
     return _bound_cell(bounds.bottleneck_bound(p, k, args.time_limit, num_workers=args.workers))
 
@@ -93,6 +97,7 @@ def _search(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, A
 
 COLUMNS: list[Column] = [
     Column("simple", _simple),
+    Column("spectral", _spectral),
     Column("bottleneck", _bottleneck),
     Column("guess", _guess),
     Column("exact", _exact),

@@ -10,6 +10,9 @@ and rounded conservatively (see :mod:`problems.pipeline._mip`).
 Methods, from cheap to strong:
 
 * ``simple``: closed form (Lemma 3.3 plus two memory-overflow bounds);
+* ``spectral``: the communication any k-way split must pay, from eigenvalues of a
+  graph Laplacian (:mod:`problems.pipeline.spectral`); no MIP, strong where
+  communication is comparable to work, where the MIPs' LP relaxations are weakest;
 * ``bottleneck-no-dag`` / ``bottleneck-no-io`` / ``bottleneck``: the three-superblock
   MIP (size independent of k) without the DAG constraints, without tensor cut
   costs, and complete;
@@ -42,6 +45,7 @@ from engine.records import Bound
 from problems.pipeline import _mip
 from problems.pipeline.evaluate import evaluate
 from problems.pipeline.model import PipelineProblem
+from problems.pipeline.spectral import spectral_bound_value
 
 __all__ = [
     "BOTTLENECK_VARIANTS",
@@ -55,10 +59,11 @@ __all__ = [
     "guess_the_bottleneck",
     "lower_bound",
     "simple_bound",
+    "spectral_bound",
 ]
 
 BOTTLENECK_VARIANTS = ("bottleneck", "bottleneck-no-dag", "bottleneck-no-io")
-METHODS = ("simple", *BOTTLENECK_VARIANTS, "guess-the-bottleneck", "exact")
+METHODS = ("simple", "spectral", *BOTTLENECK_VARIANTS, "guess-the-bottleneck", "exact")
 GUESS = "guess-the-bottleneck"
 SOLVER = "cp-sat"
 
@@ -88,6 +93,19 @@ def simple_bound(problem: PipelineProblem, k: int) -> Bound:
     best = max(parts.values())
     value = _mip.nudge_down(float(best), problem.n)
     return Bound("simple", value, "closed-form", time.perf_counter() - t0, "closed-form", detail)
+
+
+def spectral_bound(problem: PipelineProblem, k: int, time_limit_s: float = 5.0, *,
+                   should_stop: Callable[[], bool] | None = None,
+                   on_improve: Callable[[float], None] | None = None, **_: Any) -> Bound:
+    """The spectral bound (:mod:`problems.pipeline.spectral`), improved for up to
+    ``time_limit_s`` seconds; ``on_improve(value)`` reports every rise. Other keyword
+    arguments (the MIP methods' solver options) are accepted and ignored."""
+    t0 = time.perf_counter()
+    _check_k(problem, k)
+    value, detail = spectral_bound_value(problem, k, time_limit_s, should_stop=should_stop,
+                                         on_improve=on_improve)
+    return Bound("spectral", value, "bound-only", time.perf_counter() - t0, "eigenvalues", {"k": k, **detail})
 
 
 def _floor(problem: PipelineProblem, k: int) -> Fraction:
@@ -258,7 +276,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                 on_event: Callable[[SolveEvent], None] | None = None,
                 num_workers: int = 1, random_seed: int = 0,
                 should_stop: Callable[[], bool] | None = None,
-                cp_params: dict[str, Any] | None = None) -> Bound:
+                cp_params: dict[str, Any] | None = None, floor: float | None = None) -> Bound:
     """The exact MIP with k blocks (Fig. 3): a lower bound, and partitions on the way.
 
     Without a memory limit its optimum is OPT (up to the conservative rounding);
@@ -272,6 +290,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         should_stop: polled every 0.1 s; True stops the solve early (the bound stays valid).
         cp_params: CP-SAT parameter overrides by name (e.g. ``{"cp_model_presolve": False}``,
             which helps large models under short limits).
+        floor: a proven lower bound on OPT from elsewhere (e.g. ``spectral``); the
+            model's bottleneck starts there.
     Returns:
         A bound whose ``detail["blocks"]`` is the last partition found (the best by the
         model's cost, which with a memory limit underestimates the true cost), block per
@@ -282,7 +302,10 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     t0 = time.perf_counter()
     _check_k(problem, k)
     sc = _mip.scale(problem)
-    pm = _mip.build_partition_model(problem, sc, k, objective_floor=_floor(problem, k))
+    low = _floor(problem, k)
+    if floor is not None and math.isfinite(floor):
+        low = max(low, Fraction(floor))
+    pm = _mip.build_partition_model(problem, sc, k, objective_floor=low)
     if hint is not None:
         labels = evaluate(problem, hint, k=k).blocks.tolist()
         _mip.add_hint(pm, problem, labels)
@@ -303,6 +326,8 @@ def lower_bound(problem: PipelineProblem, k: int, method: str, time_limit_s: flo
     """Dispatch to a method of :data:`METHODS` by name (``kwargs`` go to the method)."""
     if method == "simple":
         return simple_bound(problem, k)
+    if method == "spectral":
+        return spectral_bound(problem, k, time_limit_s, **kwargs)
     if method in BOTTLENECK_VARIANTS:
         return bottleneck_bound(problem, k, time_limit_s, variant=method, **kwargs)
     if method == GUESS:

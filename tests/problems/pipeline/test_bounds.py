@@ -122,7 +122,7 @@ def _check_graph(i: int, k: int, stats: dict[str, int]) -> None:
     res = {m: bounds.lower_bound(p, k, m, TIME_LIMIT_S) for m in bounds.METHODS}
     for m, b in res.items():
         assert b.value <= opt + _tol(opt), (i, k, m, b.value, opt)
-        assert b.status in ("closed-form", "optimal"), (i, k, m, b.status)
+        assert b.status in (("bound-only",) if m == "spectral" else ("closed-form", "optimal")), (i, k, m, b.status)
     # the hierarchy: each model relaxes the next one (up to a unit of integer rounding)
     rel = 1e-6 * max(1.0, opt)
     assert res["bottleneck-no-dag"].value <= res["bottleneck"].value + rel
