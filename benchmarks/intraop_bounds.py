@@ -10,6 +10,7 @@ Usage::
 
     python benchmarks/intraop_bounds.py [--data DIR] [--instances A,G] [--methods trivial,lagrangian]
                                         [--time-limit S] [--exact-time-limit S] [--ub-target]
+                                        [--direction labelling|dual]
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def main() -> None:
     ap.add_argument("--exact-time-limit", type=float, default=30.0, help="seconds for CP-SAT")
     ap.add_argument("--ub-target", action="store_true",
                     help="give the Lagrangian the best known cost as its Polyak step target (an incumbent)")
+    ap.add_argument("--direction", default="labelling", choices=("labelling", "dual"),
+                    help="which supergradient steers the Lagrangian's multiplier steps")
     args = ap.parse_args()
     data = Path(args.data)
     anchors = {r["instance"]: r for r in csv.DictReader((data / "contest_anchors.csv").open())}
@@ -56,8 +59,10 @@ def main() -> None:
         for method in args.methods.split(","):
             kw = {}
             limit = args.exact_time_limit if method == "exact" else args.time_limit
-            if method == "lagrangian" and args.ub_target:
-                kw["upper_bound"] = best_known
+            if method == "lagrangian":
+                kw["direction"] = args.direction
+                if args.ub_target:
+                    kw["upper_bound"] = best_known
             b = lower_bound(problem, method, limit, **kw)
             if b.value > best_known:
                 raise SystemExit(f"BUG: {name} {method} bound {b.value} above the best known cost {best_known}")

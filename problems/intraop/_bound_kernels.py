@@ -237,6 +237,32 @@ def round_messages(msg, bound, out):  # pragma: no cover - jitted
 
 
 @njit(**_JIT)
+def table_term_min(theta, ptr, k, tabs, tab_off, tab_x, t, v, j, msg, oi, oj):  # pragma: no cover - jitted
+    """``(min, a, b)`` of ``f(a, b) - msg[oi + a] - msg[oj + b]`` over table ``t`` between ``v`` and ``j``.
+
+    Only entries with both labels and the pair admissible count; ``(EXCL, -1, -1)`` if none does.
+    """
+    best = EXCL
+    ba = -1
+    bb = -1
+    for a in range(k[v]):
+        if theta[ptr[v] + a] >= EXCL:
+            continue
+        for b in range(k[j]):
+            if theta[ptr[j] + b] >= EXCL:
+                continue
+            f = pair_entry(tabs, tab_off, tab_x, k, t, v, a, j, b)
+            if f >= EXCL:
+                continue
+            h = f - msg[oi + a] - msg[oj + b]
+            if h < best:
+                best = h
+                ba = a
+                bb = b
+    return best, ba, bb
+
+
+@njit(**_JIT)
 def dual_terms(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, msg, msg_off, rev,
                node_min, edge_min):  # pragma: no cover - jitted
     """The reparametrisation lower bound of the core for integer messages, term by term.
@@ -267,23 +293,8 @@ def dual_terms(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, ta
             j = adj_nbr[e]
             if j < v:
                 continue
-            t = adj_tab[e]
-            oi = msg_off[e]
-            oj = msg_off[rev[e]]
-            best = EXCL
-            for a in range(k[v]):
-                if theta[ptr[v] + a] >= EXCL:
-                    continue
-                for b in range(k[j]):
-                    if theta[ptr[j] + b] >= EXCL:
-                        continue
-                    f = pair_entry(tabs, tab_off, tab_x, k, t, v, a, j, b)
-                    if f >= EXCL:
-                        continue
-                    h = f - msg[oi + a] - msg[oj + b]
-                    if h < best:
-                        best = h
-            edge_min[e] = best
+            edge_min[e] = table_term_min(theta, ptr, k, tabs, tab_off, tab_x, adj_tab[e], v, j, msg, msg_off[e],
+                                         msg_off[rev[e]])[0]
 
 
 @njit(**_JIT)
@@ -357,3 +368,126 @@ def spread_beliefs(core, theta, ptr, k, adj_ptr, msg, msg_off, out):  # pragma: 
                     out[msg_off[e] + a] = 0.0
                 else:
                     out[msg_off[e] + a] = msg[msg_off[e] + a] - bel / d
+
+
+@njit(**_JIT)
+def pair_index(tab_off, tab_x, k, t, v, a, nbr, b):  # pragma: no cover - jitted
+    """Position in the table array of the entry :func:`pair_entry` reads."""
+    if tab_x[t] == v:
+        return tab_off[t] + a * k[nbr] + b
+    return tab_off[t] + b * k[v] + a
+
+
+@njit(**_JIT)
+def core_marginals(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, msg, msg_off, rev,
+                   p_node, p_tab):  # pragma: no cover - jitted
+    """Add the minimisers of the :func:`dual_terms` bound of the core to label and table weights.
+
+    For messages from :func:`spread_beliefs` every node term of the bound is
+    constant in ``theta`` and each table term holds ``1/deg`` of both endpoints'
+    unary costs, so the derivative of the bound with respect to ``theta_v(a)`` is
+    ``sum over v's tables whose minimiser puts v at a`` of ``1/deg(v)``; that
+    weight goes to ``p_node[ptr[v] + a]`` and weight 1 to the minimising entry of
+    each table in ``p_tab`` (the elimination replay needs it). A core node without
+    tables puts weight 1 on its cheapest label. Steering only: nothing certified.
+    """
+    for v in core:
+        d = adj_ptr[v + 1] - adj_ptr[v]
+        if d == 0:
+            best = EXCL
+            bs = -1
+            for a in range(k[v]):
+                if theta[ptr[v] + a] < best:
+                    best = theta[ptr[v] + a]
+                    bs = a
+            if bs >= 0:
+                p_node[ptr[v] + bs] += 1.0
+            continue
+        for e in range(adj_ptr[v], adj_ptr[v + 1]):
+            j = adj_nbr[e]
+            if j < v:
+                continue
+            t = adj_tab[e]
+            _, ba, bb = table_term_min(theta, ptr, k, tabs, tab_off, tab_x, t, v, j, msg, msg_off[e], msg_off[rev[e]])
+            if ba < 0:
+                continue
+            dj = adj_ptr[j + 1] - adj_ptr[j]
+            p_node[ptr[v] + ba] += 1.0 / d
+            p_node[ptr[j] + bb] += 1.0 / dj
+            p_tab[pair_index(tab_off, tab_x, k, t, v, ba, j, bb)] += 1.0
+
+
+@njit(**_JIT)
+def eliminated_argmin(work, tab_off, tab_x, k, theta, tv, v, u, a, t1, w, c, t2):  # pragma: no cover - jitted
+    """The label ``b`` of eliminated node ``v`` minimising ``f1(a, b) + theta_v(b) [+ f2(b, c)]`` (-1 if all EXCL).
+
+    ``f1`` is table ``t1`` to ``u`` at ``a``; the ``f2`` term (table ``t2`` to ``w`` at ``c``)
+    only when ``t2 >= 0``. Sums as in :func:`replay_int`.
+    """
+    best = EXCL
+    bs = -1
+    for b in range(k[v]):
+        x = sat_add(pair_entry(work, tab_off, tab_x, k, t1, u, a, v, b), theta[tv + b])
+        if t2 >= 0:
+            x = sat_add(x, pair_entry(work, tab_off, tab_x, k, t2, v, b, w, c))
+        if x < best:
+            best = x
+            bs = b
+    return bs
+
+
+@njit(**_JIT)
+def eliminated_marginals(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr, theta, work,
+                         p_node, p_tab):  # pragma: no cover - jitted
+    """Carry the core weights of :func:`core_marginals` back through the elimination (reverse order).
+
+    ``theta``/``work`` must be the tables left by :func:`replay_int`. An ELIM1 node
+    ``v`` of neighbour ``u`` contributes ``min_b f(a, b) + theta_v(b)`` to
+    ``theta_u(a)``, so the weight of ``u`` at ``a`` moves to ``v``'s minimiser for
+    ``a``; an ELIM2 node takes the weight of each entry of its output table (and
+    of the merged table ``t3``) the same way; an ELIM0 node puts weight 1 on its
+    cheapest label. Afterwards every node's weights sum to (about) 1 and
+    ``sum_v,a p_node * d theta`` is the change of the bound for a small change
+    ``d theta`` of the original unary costs. Steering only: nothing certified.
+    """
+    for i in range(len(kind) - 1, -1, -1):
+        v = op_v[i]
+        tv = ptr[v]
+        kv = k[v]
+        if kind[i] == 0:
+            best = EXCL
+            bs = -1
+            for b in range(kv):
+                if theta[tv + b] < best:
+                    best = theta[tv + b]
+                    bs = b
+            if bs >= 0:
+                p_node[tv + bs] += 1.0
+        elif kind[i] == 1:
+            u = op_u[i]
+            t1 = op_t1[i]
+            for a in range(k[u]):
+                wgt = p_node[ptr[u] + a]
+                if wgt <= 0.0:
+                    continue
+                bs = eliminated_argmin(work, tab_off, tab_x, k, theta, tv, v, u, a, t1, -1, 0, -1)
+                if bs >= 0:
+                    p_node[tv + bs] += wgt
+                    p_tab[pair_index(tab_off, tab_x, k, t1, u, a, v, bs)] += wgt
+        else:
+            u, w = op_u[i], op_w[i]
+            kw = k[w]
+            out = tab_off[op_out[i]]
+            t1, t2, t3 = op_t1[i], op_t2[i], op_t3[i]
+            for a in range(k[u]):
+                for c in range(kw):
+                    wgt = p_tab[out + a * kw + c]
+                    if wgt <= 0.0:
+                        continue
+                    if t3 >= 0:
+                        p_tab[pair_index(tab_off, tab_x, k, t3, u, a, w, c)] += wgt
+                    bs = eliminated_argmin(work, tab_off, tab_x, k, theta, tv, v, u, a, t1, w, c, t2)
+                    if bs >= 0:
+                        p_node[tv + bs] += wgt
+                        p_tab[pair_index(tab_off, tab_x, k, t1, u, a, v, bs)] += wgt
+                        p_tab[pair_index(tab_off, tab_x, k, t2, v, bs, w, c)] += wgt

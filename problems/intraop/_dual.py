@@ -202,6 +202,9 @@ class CoreDual:
         if len(plan.adj_nbr):
             self._edge_mask = plan.adj_nbr > entry_node
         self.last_exact = False
+        self._has_certificate = False
+        self._p_node = np.zeros(len(prep.unary), dtype=np.float64)
+        self._p_tab = np.zeros(0, dtype=np.float64)  # allocated on first use: as long as the tables
 
     def _replay(self, theta: NDArray[np.int64]) -> int | None:
         """Eliminate; returns the summed ELIM0 minima, or None when some ELIM0 node has no admissible label."""
@@ -224,10 +227,37 @@ class CoreDual:
         self._edge_min[:] = 0
         BK.dual_terms(self.core, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, self.work,
                       plan.tab_off, plan.tab_x, self.msg_int, self.msg_off, self.rev, self._node_min, self._edge_min)
+        self._has_certificate = True
         e = self._edge_min[self._edge_mask]
         if np.any(self._node_min >= EXCL) or np.any(e >= EXCL):
             return EXCL
         return sum(self._node_min.tolist()) + sum(e.tolist())
+
+    def expected_usage(self, usage: NDArray[np.int64]) -> NDArray[np.float64] | None:
+        """Per-node usage averaged over the minimisers of the last certificate (a supergradient direction).
+
+        The last :meth:`bound` value is ``min`` over labelling-like objects that
+        mix labels fractionally; this returns, for each node, the usage of that
+        mix: float64[n] whose derivative meaning is ``d bound / d w_v`` for unary
+        costs ``theta + w_v * usage``. Steers the multipliers of the Lagrangian
+        only. None when the last call certified no dual point (exact core,
+        infeasible, or no pass ran).
+        """
+        if not self._has_certificate:
+            return None
+        net, plan = self.prep.net, self.prep.plan
+        if len(self._p_tab) != len(self.work):
+            self._p_tab = np.zeros(len(self.work), dtype=np.float64)
+        self._p_node[:] = 0.0
+        self._p_tab[:] = 0.0
+        BK.core_marginals(self.core, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, self.work,
+                          plan.tab_off, plan.tab_x, self.msg_int, self.msg_off, self.rev, self._p_node, self._p_tab)
+        BK.eliminated_marginals(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3,
+                                plan.op_out, plan.tab_x, plan.tab_off, net.k, net.ptr, self.theta, self.work,
+                                self._p_node, self._p_tab)
+        if net.n == 0:
+            return np.zeros(0)
+        return np.add.reduceat(self._p_node * usage, net.ptr[:-1])
 
     def bound(self, theta: NDArray[np.int64], *, iterations: int = 10, deadline: float = math.inf,
               patience: int = 3, label: bool = False) -> tuple[float | int, bool]:
@@ -245,6 +275,7 @@ class CoreDual:
             and whether it is the exact optimum.
         """
         net, plan = self.prep.net, self.prep.plan
+        self._has_certificate = False
         base = self._replay(theta)
         if base is None:
             return INFEASIBLE, True

@@ -177,11 +177,34 @@ def _initial_lambda(steps: NDArray[np.int64], init: Mapping[int, float] | NDArra
     return lam
 
 
+def _step_direction(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.int64],
+                    direction: str) -> NDArray[np.float64]:
+    """Usage minus the limit at ``steps`` for the multiplier step, after a ``dual.bound(..., label=True)`` call.
+
+    ``labelling``: the usage of the greedy labelling (a supergradient of the
+    Lagrangian with an exact inner minimum, which the dual bound only approaches).
+    ``dual``: the usage averaged over the minimisers of the certified dual bound
+    itself (:meth:`CoreDual.expected_usage`, an exact supergradient of that bound
+    for the current messages); falls back to the labelling without a dual point.
+    """
+    M = problem.usage_limit
+    assert M is not None
+    per_node = dual.expected_usage(problem.node_usage) if direction == "dual" else None
+    if per_node is None:
+        return (usage_profile(problem, dual.sol)[steps] - M).astype(np.float64)
+    diff = np.zeros(problem.horizon + 1)
+    np.add.at(diff, problem.start, per_node)
+    np.add.at(diff, problem.end, -per_node)
+    return np.cumsum(diff[:-1])[steps] - float(M)
+
+
 def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
                 upper_bound: float | None = None, inner_iterations: int = 3, patience: int = 8,
                 max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
-                exact_table_limit: int = EXACT_TABLE_LIMIT) -> Bound:
+                exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling") -> Bound:
+    if direction not in ("labelling", "dual"):
+        raise ValueError(f"unknown direction {direction!r}; choose 'labelling' or 'dual'")
     deadline = t0 + time_limit_s
     prep = prepare_bounds(problem)
     unary, pruned = memory_pruned_unary(problem)
@@ -221,7 +244,7 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 scale, stale = max(scale / 2, 1e-4), 0
                 lam = best_lam.copy()  # restart from the best point with shorter steps
                 continue
-        g = (usage_profile(problem, dual.sol)[steps] - M).astype(np.float64)
+        g = _step_direction(problem, dual, steps, direction)
         g[(lam <= 0) & (g < 0)] = 0.0  # projection: these steps cannot go lower
         norm = float(g @ g)
         if norm == 0.0:
@@ -262,7 +285,8 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
             ``lagrangian``: ``initial_multipliers`` (``{time_step: lambda}`` or an array over
             time steps, a warm start), ``upper_bound`` (a known feasible cost, used as the
             Polyak step target), ``inner_iterations``, ``patience``, ``max_iterations``,
-            ``on_improvement(value)``. ``exact``: ``num_workers`` (at most 2), ``seed``,
+            ``on_improvement(value)``, ``direction`` (``"labelling"``, the default, or ``"dual"``:
+            which supergradient steers the steps, see ``_step_direction``). ``exact``: ``num_workers`` (at most 2), ``seed``,
             ``params`` (CP-SAT parameter overrides).
 
     Returns:

@@ -131,6 +131,67 @@ def test_exact_equals_the_optimum(cases):
             assert b.status == "optimal" and b.value == opt, (seed, b)
 
 
+def test_lagrangian_dual_direction_never_exceeds_the_optimum(cases):
+    for p, seed in cases[::3]:
+        opt = brute_force(p)
+        b = lower_bound(p, "lagrangian", 2.0, max_iterations=25, direction="dual",
+                        exact_table_limit=0 if seed % 2 else 1 << 21)
+        _as_int(b.value)
+        if opt is not None:
+            assert b.value <= opt, (seed, b)
+    with pytest.raises(ValueError, match="unknown direction"):
+        lower_bound(cases[1][0], "lagrangian", 1.0, direction="nope")
+
+
+def _dual_value_at_fixed_messages(dual, prep, unary, usage, w):
+    """The certified dual value for unary ``unary + floor(w * usage)`` with the dual's current messages."""
+    from problems.intraop import _bound_kernels as BK
+
+    net, plan = prep.net, prep.plan
+    theta = np.empty_like(unary)
+    BK.penalty_unary(unary, usage, net.ptr, w, theta)
+    base = dual._replay(theta)
+    BK.arc_consistency(dual.core, dual.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, dual.work,
+                       plan.tab_off, plan.tab_x)
+    BK.to_float(dual.theta, dual.theta_f)
+    return base + dual.certificate()
+
+
+def test_expected_usage_is_a_supergradient_of_the_dual_bound():
+    # D(w') <= D(w) + g . (w' - w) for the concave dual value D at fixed messages, up to the
+    # integer rounding of penalties and messages (at most a few units per node and table)
+    from problems.intraop import _bound_kernels as BK
+    from problems.intraop._dual import CoreDual, prepare_bounds
+
+    checked = 0
+    for seed in range(60):
+        p = make_instance(seed)
+        if seed % 5 == 3 or p.n < 4:
+            continue
+        prep = prepare_bounds(p)
+        if len(prep.plan.core) == 0:
+            continue
+        rng = np.random.default_rng(seed)
+        dual = CoreDual(prep, exact_table_limit=0)
+        w = rng.random(p.n) * 3
+        theta = np.empty_like(prep.unary)
+        BK.penalty_unary(prep.unary, p.node_usage, p.node_ptr, w, theta)
+        if dual.bound(theta, iterations=5, label=True)[0] == math.inf:
+            continue
+        d0 = _dual_value_at_fixed_messages(dual, prep, prep.unary, p.node_usage, w)
+        g = dual.expected_usage(p.node_usage)
+        assert g is not None and g.shape == (p.n,)
+        tol = 2 * (p.n + 2 * prep.net.num_tables) + 2
+        for _ in range(5):
+            w2 = np.maximum(0.0, w + rng.normal(0, 2, p.n))
+            d1 = _dual_value_at_fixed_messages(dual, prep, prep.unary, p.node_usage, w2)
+            if d1 >= 2**61 or d0 >= 2**61:
+                continue
+            assert d1 <= d0 + float(g @ (w2 - w)) + tol, (seed, d0, d1)
+            checked += 1
+    assert checked > 20
+
+
 def test_lagrangian_multipliers_improve_on_a_binding_limit():
     # two nodes that both want their memory-hungry cheap strategy; the limit allows only one
     p = IntraopProblem(name="two", node_ptr=np.array([0, 2, 4]), node_cost=np.array([0, 10, 0, 10]),
@@ -140,6 +201,8 @@ def test_lagrangian_multipliers_improve_on_a_binding_limit():
     assert brute_force(p) == 10
     assert lower_bound(p, "unconstrained", 1.0).value == 0
     b = lower_bound(p, "lagrangian", 2.0, max_iterations=200)
+    assert 8 <= b.value <= 10
+    b = lower_bound(p, "lagrangian", 2.0, max_iterations=200, direction="dual", exact_table_limit=0)
     assert 8 <= b.value <= 10
 
 
