@@ -6,7 +6,10 @@ with its own seed and small random perturbations, and in two variants
 (:data:`VARIANTS`). After this probing round the
 searches that found a feasible solution share the time by successive halving
 (the worse half stops after each stage) until ``workers`` of them run to the
-time limit. Kernels release the GIL, so threads run in parallel; a
+time limit. Optionally (``recombine``), the best solution is then recombined
+with the other searches' bests (:func:`~problems.intraop.lns.recombine`: the
+nodes where they differ are solved exactly with CP-SAT) before the pair-move
+polish. Kernels release the GIL, so threads run in parallel; a
 distributed driver can wrap the same :class:`~problems.intraop.penalty.PenaltySearch`.
 """
 
@@ -23,7 +26,7 @@ import numpy as np
 from engine.records import Incumbent
 from problems.intraop import repair as greedy
 from problems.intraop.evaluate import evaluate
-from problems.intraop.lns import NeighbourhoodSearch
+from problems.intraop.lns import NeighbourhoodSearch, recombine
 from problems.intraop.model import IntraopProblem
 from problems.intraop.penalty import Found, PenaltySearch
 from problems.intraop.relaxed import Prepared, core_is_tiny, prepare
@@ -47,6 +50,19 @@ STAGE_SHARE = 0.5
 #: at 1.00389 x best known against 1.00334-1.00339 without; the penalty searches still improve late,
 #: and their solutions are already optimal over every neighbourhood of a few thousand nodes tried.
 LNS_SHARE = 0.0
+#: Part of the polish reserve spent first on recombining the best solution with every search's best
+#: (when ``recombine``). Off by default: on instance A (60 s, 2 workers, seeds 0 and 1) the final
+#: disagreement sets had 2,900-6,800 nodes, which CP-SAT could not solve in the 1.5 s this leaves
+#: (1.00322/1.00328 x best known on, 1.00322/1.00327 off).
+RECOMBINE_POLISH_PART = 0.5
+#: Share of the time limit taken from the searches' end for the same, and the most each stage boundary
+#: may spend on it (from the next stage). Off by default: on instance A (60 s, 2 workers, seeds 0 and 1)
+#: 0.1 plus stage boundaries ended at 1.00388 x best known against 1.00322 without; the searches gain
+#: some 1e5 per second late in the run, recombination about 1e5 per pair taking 1-2 s.
+RECOMBINE_SHARE = 0.0
+RECOMBINE_STAGE_SHARE = 0.05
+#: Largest disagreement set solved in one CP-SAT model (larger ones go by connected components).
+RECOMBINE_MAX_NODES = 4000
 
 
 class _Best:
@@ -74,7 +90,8 @@ class _Best:
 def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, workers: int = 1,
           on_improvement: Callable[[Incumbent], None] | None = None, prep: Prepared | None = None,
           slice_s: float = 1.0, max_iterations: int | None = None,
-          search_options: dict[str, Any] | None = None, lns_share: float = LNS_SHARE) -> dict[str, Any]:
+          search_options: dict[str, Any] | None = None, lns_share: float = LNS_SHARE,
+          recombine: bool = False, recombine_share: float = RECOMBINE_SHARE) -> dict[str, Any]:
     """Search for a cheap feasible assignment within ``time_limit_s`` seconds.
 
     Args:
@@ -94,6 +111,11 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
         lns_share: share of the time limit (taken from the penalty searches' end, before the
             polish) for :class:`~problems.intraop.lns.NeighbourhoodSearch` moves on the best
             solution; 0 disables them, as does ``max_iterations``.
+        recombine: recombine the best solution with each search's best in the first
+            :data:`RECOMBINE_POLISH_PART` of the polish reserve; off with ``max_iterations``.
+        recombine_share: share of the time limit (taken from the penalty searches' end, before
+            the neighbourhood moves) for more of the same; when positive, stage boundaries of
+            the successive halving recombine too (at most :data:`RECOMBINE_STAGE_SHARE` each).
 
     Returns:
         ``{"problem", "instance", "cost", "feasible", "solution", "lower_bound", "gap",
@@ -103,7 +125,11 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
     t0 = time.perf_counter()
     end = t0 + time_limit_s
     lns_end = end - min(POLISH_RESERVE_S, POLISH_SHARE * time_limit_s)
-    deadline = lns_end - (lns_share * time_limit_s if max_iterations is None else 0.0)
+    if max_iterations is not None:
+        lns_share = recombine_share = 0.0
+        recombine = False
+    recombine_end = lns_end - lns_share * time_limit_s
+    deadline = recombine_end - recombine_share * time_limit_s
     best = _Best(t0, on_improvement)
     prep = prep if prep is not None else prepare(problem)
     workers = max(1, int(workers))
@@ -140,8 +166,20 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
                               ranked[:workers]))
             else:
                 feasible = [s for s in ranked if s.best() is not None]
-                _successive_halving(pool, feasible or ranked[:workers], workers, deadline, best, names, slice_s)
+
+                def between_stages(stopped: list[PenaltySearch]) -> None:
+                    if recombine_share > 0:
+                        budget = min(RECOMBINE_STAGE_SHARE * time_limit_s, deadline - time.perf_counter())
+                        _recombine_with(prep, best, stopped, time.perf_counter() + budget, workers, seed)
+
+                _successive_halving(pool, feasible or ranked[:workers], workers, deadline, best, names, slice_s,
+                                    between_stages)
         active = ranked[:workers]
+    if (recombine or recombine_share > 0) and best.inc is not None and not _exact_unconstrained(prep):
+        last = recombine_end
+        if recombine and lns_share == 0:  # nothing runs between here and the polish, so share its reserve
+            last = lns_end + RECOMBINE_POLISH_PART * (end - lns_end)
+        _recombine_with(prep, best, searches, last, workers, seed)
     if (lns_share > 0 and best.inc is not None and max_iterations is None and not _exact_unconstrained(prep)
             and time.perf_counter() < lns_end):
         _neighbourhood_moves(prep, best, lns_end, workers, seed)
@@ -192,6 +230,23 @@ def _neighbourhood_moves(prep: Prepared, best: _Best, end: float, workers: int, 
             best.offer(Found(cost, sol, -1, 0.0), "cpsat-lns")
 
 
+def _recombine_with(prep: Prepared, best: _Best, searches: list[PenaltySearch], end: float, workers: int,
+                    seed: int) -> None:
+    """Recombine the incumbent with each search's best (cheapest first) until ``end``; offer improvements."""
+    found = sorted((f for f in (s.best() for s in searches) if f is not None), key=lambda f: f.cost)
+    for i, f in enumerate(found):
+        left = end - time.perf_counter()
+        if left < 0.2 or best.inc is None:
+            return
+        inc = np.array(best.inc.solution, dtype=np.int64)
+        if np.array_equal(inc, f.solution):
+            continue
+        sol, res = recombine(prep, inc, f.solution, time_limit_s=left, max_nodes=RECOMBINE_MAX_NODES,
+                             workers=workers, seed=seed + i, cost_a=best.inc.cost, cost_b=f.cost)
+        if res.cost < best.inc.cost:
+            best.offer(Found(res.cost, sol, -1, 0.0), "recombine")
+
+
 def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best: _Best, name: str) -> None:
     while s.iterations < max_iterations and time.perf_counter() < deadline:
         found = s.iterate()
@@ -200,11 +255,13 @@ def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best:
 
 
 def _successive_halving(pool: ThreadPoolExecutor, active: list[PenaltySearch], workers: int, deadline: float,
-                        best: _Best, names: dict[int, str], slice_s: float) -> None:
+                        best: _Best, names: dict[int, str], slice_s: float,
+                        between_stages: Callable[[list[PenaltySearch]], None] | None = None) -> None:
     """Share the time among ``active`` round-robin; after each stage keep the better half.
 
     A stage lasts :data:`STAGE_SHARE` of the remaining time; once at most ``workers``
-    searches are left they run to the deadline. Searches started from different
+    searches are left they run to the deadline. ``between_stages`` is called with the
+    searches of a finished stage (all paused) before the worse half is dropped. Searches started from different
     weight scales end up in different places, so a portfolio beats betting on the
     best probe alone.
     """
@@ -234,5 +291,7 @@ def _successive_halving(pool: ThreadPoolExecutor, active: list[PenaltySearch], w
         list(pool.map(lambda _: worker(), range(min(workers, len(active)))))
         if final:
             return
+        if between_stages is not None:
+            between_stages(active)
         active = sorted(active, key=lambda s: s.best().cost if s.best() else 2**200)
         active = active[:max(workers, (len(active) + 1) // 2)]

@@ -22,6 +22,18 @@ def _feasible_start(p, rng):
     return None
 
 
+def _best_over(p, sol, free):
+    """Least feasible cost over every assignment of ``free`` by enumeration, the others as in ``sol``."""
+    best = None
+    for combo in np.ndindex(*[int(p.num_strategies[v]) for v in free]):
+        alt = sol.copy()
+        alt[free] = combo
+        e = evaluate(p, alt)
+        if e.feasible and (best is None or e.cost < best):
+            best = e.cost
+    return best
+
+
 @pytest.mark.mip
 @pytest.mark.parametrize("seed", range(30))
 def test_whole_graph_neighbourhood_is_the_brute_force_optimum(seed):
@@ -52,15 +64,7 @@ def test_partial_neighbourhood_never_worse_and_optimal_over_its_nodes(seed):
     assert ev.feasible and ev.cost == res.cost <= evaluate(p, sol).cost
     fixed = np.setdiff1d(np.arange(p.n), free)
     assert np.array_equal(out[fixed], sol[fixed])
-    # the best assignment of the free nodes by enumeration, others fixed
-    best = None
-    for combo in np.ndindex(*[int(p.num_strategies[v]) for v in free]):
-        alt = sol.copy()
-        alt[free] = combo
-        e = evaluate(p, alt)
-        if e.feasible and (best is None or e.cost < best):
-            best = e.cost
-    assert res.cost == best
+    assert res.cost == _best_over(p, sol, free)
 
 
 def test_trivial_neighbourhood_returns_a_copy():
@@ -100,3 +104,97 @@ def test_runner_with_neighbourhood_phase_reports_an_exact_feasible_cost():
     r = solve(p, time_limit_s=2.0, seed=0, workers=2, lns_share=0.5)
     assert r["feasible"] and evaluate(p, r["solution"]).cost == r["cost"]
     assert r["elapsed_s"] < 4.0
+
+
+def _two_feasible(p, rng):
+    """Two different feasible assignments, or None."""
+    a = _feasible_start(p, rng)
+    if a is None:
+        return None
+    for _ in range(200):
+        b = a.copy()
+        flip = rng.random(p.n) < 0.5
+        b[flip] = [rng.integers(0, int(p.num_strategies[v])) for v in np.nonzero(flip)[0]]
+        if not np.array_equal(a, b) and evaluate(p, b).feasible:
+            return a, b
+    return None
+
+
+@pytest.mark.mip
+@pytest.mark.parametrize("seed", range(25))
+def test_recombination_is_the_best_assignment_agreeing_with_both_parents(seed):
+    rng = np.random.default_rng(200 + seed)
+    p = random_instance(9, 200 + seed, max_k=3, limit_quantile=float(rng.uniform(0.2, 0.8)), edge_p=0.35,
+                        forbidden_p=0.1 if seed % 3 == 0 else 0.0)
+    pair = _two_feasible(p, rng)
+    if pair is None:
+        return
+    a, b = pair
+    ca, cb = evaluate(p, a).cost, evaluate(p, b).cost
+    out, res = lns.recombine(prepare(p), a, b, time_limit_s=10)
+    ev = evaluate(p, out)
+    assert ev.feasible and ev.cost == res.cost <= min(ca, cb)
+    assert res.improved == (res.cost < min(ca, cb)) and res.nodes == int((a != b).sum())
+    same = a == b
+    assert np.array_equal(out[same], a[same])
+    assert res.status == "OPTIMAL" and res.cost == _best_over(p, a, np.nonzero(~same)[0])
+
+
+@pytest.mark.mip
+@pytest.mark.parametrize("seed", range(10))
+def test_recombination_in_small_blocks_never_worse_than_either_parent(seed):
+    rng = np.random.default_rng(300 + seed)
+    p = random_instance(40, 300 + seed, max_k=3, limit_quantile=0.4, edge_p=0.08)
+    pair = _two_feasible(p, rng)
+    if pair is None:
+        return
+    a, b = pair
+    prep = prepare(p)
+    blocks = lns.disagreement_blocks(prep, a, b, max_nodes=3)
+    nodes = np.concatenate(blocks)
+    assert all(len(g) <= 3 for g in blocks) and np.array_equal(np.sort(nodes), np.nonzero(a != b)[0])
+    out, res = lns.recombine(prep, a, b, time_limit_s=10, max_nodes=3)
+    ev = evaluate(p, out)
+    assert ev.feasible and ev.cost == res.cost <= min(evaluate(p, a).cost, evaluate(p, b).cost)
+    assert np.array_equal(out[a == b], a[a == b])
+
+
+def test_disagreement_blocks_keep_components_whole():
+    p = random_instance(30, 4, max_k=3, limit_quantile=None, edge_p=0.1)
+    prep = prepare(p)
+    a = np.zeros(p.n, dtype=np.int64)
+    b = a.copy()
+    multi = np.nonzero(prep.net.k > 1)[0]
+    b[multi[::2]] = 1
+    diff = np.nonzero(a != b)[0]
+    assert lns.disagreement_blocks(prep, a, a, 5) == []
+    assert [g.tolist() for g in lns.disagreement_blocks(prep, a, b, len(diff))] == [diff.tolist()]
+    root = list(range(p.n))  # components of the differing nodes by union-find
+
+    def find(v):
+        while root[v] != v:
+            v = root[v]
+        return v
+
+    for v in diff:
+        for nb in prep.net.adj_nbr[prep.net.adj_ptr[v]:prep.net.adj_ptr[v + 1]]:
+            if a[nb] != b[nb]:
+                root[find(int(nb))] = find(int(v))
+    size = {r: sum(find(int(v)) == r for v in diff) for r in {find(int(v)) for v in diff}}
+    assert max(size.values()) > 4 and min(size.values()) <= 4  # both cases occur
+    blocks = lns.disagreement_blocks(prep, a, b, 4)
+    assert all(len(g) <= 4 for g in blocks) and np.array_equal(np.sort(np.concatenate(blocks)), diff)
+    for r, n_r in size.items():
+        members = {int(v) for v in diff if find(int(v)) == r}
+        holding = [g for g in blocks if members & set(g.tolist())]
+        assert len(holding) == 1 if n_r <= 4 else len(holding) == -(-n_r // 4)
+
+
+@pytest.mark.mip
+def test_runner_with_recombination_reports_an_exact_feasible_cost():
+    from problems.intraop.runner import solve
+
+    p = random_instance(80, 12, max_k=4, limit_quantile=0.3)
+    r = solve(p, time_limit_s=3.0, seed=0, workers=2, recombine=True, recombine_share=0.3)
+    assert r["feasible"] and evaluate(p, r["solution"]).cost == r["cost"]
+    assert r["elapsed_s"] < 5.0
