@@ -32,12 +32,32 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 from ortools.sat.python import cp_model
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from problems.intraop.evaluate import evaluate, usage_profile
 from problems.intraop.model import FORBIDDEN
 from problems.intraop.relaxed import Prepared
+
+
+@njit(nogil=True, cache=True)
+def _components(n, rows, cols):  # pragma: no cover - jitted
+    """Connected-component label (a root index) of each of ``n`` nodes, by union-find."""
+    parent = np.arange(n)
+    for e in range(rows.shape[0]):
+        a, b = rows[e], cols[e]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    for v in range(n):
+        r = v
+        while parent[r] != r:
+            r = parent[r]
+        parent[v] = r
+    return parent
 
 
 @njit(nogil=True, cache=True)
@@ -348,9 +368,7 @@ def disagreement_blocks(prep: Prepared, a: NDArray[np.int64], b: NDArray[np.int6
     pos = np.arange(int(deg.sum())) + np.repeat(net.adj_ptr[diff] - (np.cumsum(deg) - deg), deg)
     cols = idx[net.adj_nbr[pos]]
     keep = cols >= 0
-    graph = csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), (rows[keep], cols[keep])),
-                       shape=(len(diff), len(diff)))
-    _, label = connected_components(graph, directed=False)
+    label = _components(len(diff), rows[keep].astype(np.int64), cols[keep].astype(np.int64))
     order = np.argsort(label, kind="stable")  # diff is sorted, so each component stays id-sorted
     comps = np.split(diff[order], np.nonzero(np.diff(label[order]))[0] + 1)
     comps.sort(key=lambda c: int(c[0]))
