@@ -12,6 +12,8 @@ forbidden choices, i.e. costs ``>= 10^18``, and within the usage limit), or
   TRW-S dual bound of that core (see :mod:`problems.intraop._dual`).
 * ``lagrangian``: ``max over lambda >= 0`` of ``min_s C(s) + sum_t lambda_t (usage_t(s) - M)``
   by projected subgradient steps, each inner minimum bounded as in ``unconstrained``.
+  The steps follow the usage of the greedy labelling (default) or, with
+  ``direction="dual"``, the exact supergradient of the certified dual bound.
   Strategies that cannot fit at some step of their interval, even with every
   other live node at its least usage, are excluded first.
 * ``exact``: CP-SAT on the whole model; its proven bound (never its incumbent).
