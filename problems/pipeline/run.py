@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -132,17 +132,14 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         spectral = _spectral_alongside(problem, k, ctx, budget)
         _, inc = ctx.incumbent()
         hint = None if inc is None else inc["blocks"]
-        t0 = time.monotonic()
-        reported = [-math.inf]
+        # CP-SAT raises its bound in many tiny steps; only steps of 1e-4 go out live (the
+        # final bound always does)
+        report = live_bound(ctx, "exact", bounds.SOLVER, 1e-4)
 
         def on_event(ev: Any) -> None:
             if ev.kind == "incumbent" and ev.blocks is not None:
                 ctx.solution({"blocks": list(ev.blocks)}, "exact-mip")
-            # CP-SAT raises its bound in many tiny steps; each accepted one is a checkpoint and
-            # an event on disk, so only steps of 1e-4 go out (the final bound always does)
-            if math.isfinite(ev.bound) and ev.bound > reported[0] + 1e-4 * abs(reported[0]):
-                reported[0] = ev.bound
-                ctx.bound(Bound("exact", ev.bound, "bound-only", time.monotonic() - t0, bounds.SOLVER))
+            report(ev.bound)
 
         # CP-SAT needs >= 2 threads for its portfolio (LNS included): with one it finds far
         # worse partitions (regal_000, k=16, 20 s: 3558 with 1 thread, 2136 with 2).
@@ -153,19 +150,30 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         raise ValueError(f"unknown bound job kind {kind!r}")
 
 
+def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[[float], None]:
+    """A reporter of a running solver's proven bounds: sends ``value`` to ``ctx.bound`` as a
+    ``bound-only`` record when it is finite and the first, or above the last one sent by
+    ``rel_step`` (relative). Each accepted bound is a checkpoint and an event on disk, so
+    tiny steps stay local; the caller reports the final bound itself."""
+    t0 = time.monotonic()
+    last = -math.inf
+
+    def report(value: float) -> None:
+        nonlocal last
+        if math.isfinite(value) and (last == -math.inf or value > last + rel_step * abs(last)):
+            last = value
+            ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
+
+    return report
+
+
 def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: float) -> threading.Thread:
     """Start the spectral bound in a thread next to the exact MIP, not before it: it takes
     seconds and is strong where the MIP's bound is weak (communication-heavy graphs), but
     must not delay a MIP that proves optimality within seconds."""
     from problems.pipeline import bounds
 
-    t0 = time.monotonic()
-    last = [-math.inf]
-
-    def report(value: float) -> None:
-        if value > last[0] * (1.0 + 1e-3):   # each accepted bound is an event on disk: report real steps
-            last[0] = value
-            ctx.bound(Bound("spectral", value, "bound-only", time.monotonic() - t0, "eigenvalues"))
+    report = live_bound(ctx, "spectral", "eigenvalues", 1e-3)
 
     def work() -> None:
         ctx.bound(bounds.spectral_bound(problem, k, min(budget, SPECTRAL_MAX_S), should_stop=ctx.should_stop,

@@ -1,0 +1,33 @@
+"""Bound reporting of the pipeline's bound jobs (problems/pipeline/run.py)."""
+
+from __future__ import annotations
+
+import math
+
+from engine.records import Bound
+from problems.pipeline.run import live_bound
+
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.sent: list[Bound] = []
+
+    def bound(self, b: Bound) -> None:
+        self.sent.append(b)
+
+
+def test_live_bound_sends_the_first_value_and_real_steps_only() -> None:
+    ctx = _Ctx()
+    report = live_bound(ctx, "exact", "cp-sat", 1e-4)
+    for v in (-math.inf, math.nan, 100.0, 100.005, 100.02, 99.0, 200.0, math.inf):
+        report(v)
+    assert [b.value for b in ctx.sent] == [100.0, 100.02, 200.0]
+    assert all(b.method == "exact" and b.status == "bound-only" and b.solver == "cp-sat" for b in ctx.sent)
+
+
+def test_live_bound_from_zero_and_negative() -> None:
+    ctx = _Ctx()
+    report = live_bound(ctx, "spectral", "eigenvalues", 1e-3)
+    for v in (0.0, 0.0, 1e-9, -5.0):
+        report(v)
+    assert [b.value for b in ctx.sent] == [0.0, 1e-9]
