@@ -113,15 +113,12 @@ def least_t(lam: NDArray[np.float64], tr_d: float, work_total: float, omega_tota
     every partition's bottleneck exceeds it. ``lam``: the k smallest eigenvalues,
     increasing, already lowered by their error margin."""
     lam = lam[:k]
-    csum = np.concatenate(([0.0], np.cumsum(lam)))
 
     def holds(t: float) -> bool:
         cap = t + slack
         if cap * k < omega_total:
             return False
-        m = min(k, int(omega_total // cap)) if cap > 0 else k
-        rem = omega_total - m * cap
-        g = cap * csum[m] + (rem * lam[m] if m < k and rem > 0 else 0.0)
+        g = float(_profile(cap, omega_total, k) @ lam)
         return k * t >= work_total + max(0.0, 0.5 * (g - tr_d))
 
     lo, hi = 0.0, max(work_total, omega_total) + 1.0
@@ -166,7 +163,8 @@ def spectral_bound_value(problem: PipelineProblem, k: int, time_limit_s: float =
     step0 = max(float(np.mean(np.diag(lap))), 1e-12)
     kk = min(k, n)
     d = np.zeros(n, np.float64)
-    best, t_cur, it, stale = 0.0, 0.0, 0, 0
+    ascend = bool(lap.any())   # no communication at all: D = 0 is already optimal
+    best, it, stale = 0.0, 0, 0
     while it < max_iters and stale < patience:
         m = (lap + np.diag(d)) * scale
         if not np.all(np.isfinite(m)):
@@ -184,13 +182,10 @@ def spectral_bound_value(problem: PipelineProblem, k: int, time_limit_s: float =
             best = t
             if on_improve is not None:
                 on_improve(nudge_down(best, n))
-        t_cur = max(t_cur, t)
-        if time.perf_counter() - t0 >= time_limit_s or (should_stop is not None and should_stop()):
+        if not ascend or time.perf_counter() - t0 >= time_limit_s or (should_stop is not None and should_stop()):
             break
-        # subgradient of sum_i w_i lambda_i(M_D) - tr D at the profile of the current T
-        if not lap.any():
-            break   # no communication at all: D = 0 is already optimal
-        w = _profile(t_cur + slack, omega_total, kk)
+        # subgradient of sum_i w_i lambda_i(M_D) - tr D at the profile of the best T so far
+        w = _profile(best + slack, omega_total, kk)
         with np.errstate(over="ignore", invalid="ignore"):
             g = (q[:, :kk] ** 2 * w[None, :]).sum(axis=1) / omega - 1.0
         gmax = float(np.abs(g).max())
@@ -202,9 +197,6 @@ def spectral_bound_value(problem: PipelineProblem, k: int, time_limit_s: float =
 
 
 def _profile(cap: float, total: float, k: int) -> NDArray[np.float64]:
-    w = np.zeros(k, np.float64)
-    rem = total
-    for i in range(k):
-        w[i] = min(cap, rem)
-        rem -= w[i]
-    return w
+    """The block works that minimise ``sum_i w_i lambda_i`` for increasing eigenvalues:
+    ``cap`` on the first blocks, the remainder of ``total`` next, then zeros."""
+    return np.clip(total - cap * np.arange(k), 0.0, cap)
