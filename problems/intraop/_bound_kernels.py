@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from problems.intraop._kernels import pair_cost
+
 CAP = (1 << 61) - 1
 EXCL = (1 << 62) - 1
 _JIT = dict(nogil=True, cache=True)
@@ -39,14 +41,6 @@ def sat_add(a, b):  # pragma: no cover - jitted
     if s > CAP:
         return CAP
     return s
-
-
-@njit(**_JIT)
-def pair_entry(tabs, tab_off, tab_x, k, t, v, a, nbr, b):  # pragma: no cover - jitted
-    """Entry of table ``t`` for node ``v`` at ``a`` and its neighbour ``nbr`` at ``b`` (either orientation)."""
-    if tab_x[t] == v:
-        return tabs[tab_off[t] + a * k[nbr] + b]
-    return tabs[tab_off[t] + b * k[v] + a]
 
 
 @njit(**_JIT)
@@ -101,7 +95,7 @@ def replay_int(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_o
             for a in range(k[u]):
                 best = EXCL
                 for b in range(kv):
-                    c = sat_add(pair_entry(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
+                    c = sat_add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
                     if c < best:
                         best = c
                 theta[ptr[u] + a] = sat_add(theta[ptr[u] + a], best)
@@ -112,15 +106,15 @@ def replay_int(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_o
             t3 = op_t3[i]
             for a in range(k[u]):
                 for b in range(kv):
-                    tmp[b] = sat_add(pair_entry(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
+                    tmp[b] = sat_add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
                 for c in range(kw):
                     best = EXCL
                     for b in range(kv):
-                        x = sat_add(tmp[b], pair_entry(work, tab_off, tab_x, k, op_t2[i], v, b, w, c))
+                        x = sat_add(tmp[b], pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c))
                         if x < best:
                             best = x
                     if t3 >= 0:
-                        best = sat_add(best, pair_entry(work, tab_off, tab_x, k, t3, u, a, w, c))
+                        best = sat_add(best, pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c))
                     work[out + a * kw + c] = best
 
 
@@ -136,9 +130,9 @@ def reconstruct_int(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr
         for b in range(k[v]):
             c = theta[tv + b]
             if kind[i] >= 1:
-                c = sat_add(c, pair_entry(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]))
+                c = sat_add(c, pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]))
             if kind[i] == 2:
-                c = sat_add(c, pair_entry(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]))
+                c = sat_add(c, pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]))
             if c < best:
                 best = c
                 best_s = b
@@ -177,7 +171,7 @@ def trws_sweep(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tab
             for e in range(adj_ptr[i], adj_ptr[i + 1]):
                 j = adj_nbr[e]
                 if rank[j] < idx:
-                    h += pair_entry(tabs, tab_off, tab_x, k, adj_tab[e], i, a, j, sol[j])
+                    h += pair_cost(tabs, tab_off, tab_x, k, adj_tab[e], i, a, j, sol[j])
                 else:
                     h += msg[msg_off[e] + a]
             if h < best:
@@ -251,7 +245,7 @@ def table_term_min(theta, ptr, k, tabs, tab_off, tab_x, t, v, j, msg, oi, oj):  
         for b in range(k[j]):
             if theta[ptr[j] + b] >= EXCL:
                 continue
-            f = pair_entry(tabs, tab_off, tab_x, k, t, v, a, j, b)
+            f = pair_cost(tabs, tab_off, tab_x, k, t, v, a, j, b)
             if f >= EXCL:
                 continue
             h = f - msg[oi + a] - msg[oj + b]
@@ -317,7 +311,7 @@ def arc_consistency(nodes, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_o
                     ok = False
                     for b in range(k[j]):
                         if theta[ptr[j] + b] < EXCL and \
-                                pair_entry(tabs, tab_off, tab_x, k, adj_tab[e], v, a, j, b) < EXCL:
+                                pair_cost(tabs, tab_off, tab_x, k, adj_tab[e], v, a, j, b) < EXCL:
                             ok = True
                             break
                     if not ok:
@@ -372,7 +366,7 @@ def spread_beliefs(core, theta, ptr, k, adj_ptr, msg, msg_off, out):  # pragma: 
 
 @njit(**_JIT)
 def pair_index(tab_off, tab_x, k, t, v, a, nbr, b):  # pragma: no cover - jitted
-    """Position in the table array of the entry :func:`pair_entry` reads."""
+    """Position in the table array of the entry :func:`~problems.intraop._kernels.pair_cost` reads."""
     if tab_x[t] == v:
         return tab_off[t] + a * k[nbr] + b
     return tab_off[t] + b * k[v] + a
@@ -427,9 +421,9 @@ def eliminated_argmin(work, tab_off, tab_x, k, theta, tv, v, u, a, t1, w, c, t2)
     best = EXCL
     bs = -1
     for b in range(k[v]):
-        x = sat_add(pair_entry(work, tab_off, tab_x, k, t1, u, a, v, b), theta[tv + b])
+        x = sat_add(pair_cost(work, tab_off, tab_x, k, t1, u, a, v, b), theta[tv + b])
         if t2 >= 0:
-            x = sat_add(x, pair_entry(work, tab_off, tab_x, k, t2, v, b, w, c))
+            x = sat_add(x, pair_cost(work, tab_off, tab_x, k, t2, v, b, w, c))
         if x < best:
             best = x
             bs = b
