@@ -12,6 +12,7 @@ callable ``job(ctx) -> None`` that reports through ``ctx.bound(...)`` and
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import traceback
@@ -74,6 +75,23 @@ def job_budget(ctx: Any, spec: dict[str, Any], parallel: bool) -> float | None:
     if budget <= MIN_JOB_BUDGET_S or ctx.should_stop():
         return None
     return budget
+
+
+def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[[float], None]:
+    """A reporter of a running solver's proven bounds: sends ``value`` to ``ctx.bound`` as a
+    ``bound-only`` record when it is finite and the first, or above the last one sent by
+    ``rel_step`` (relative). Each accepted bound is a checkpoint and an event on disk, so
+    tiny steps stay local; the caller reports the final bound itself."""
+    t0 = time.monotonic()
+    last = -math.inf
+
+    def report(value: float) -> None:
+        nonlocal last
+        if math.isfinite(value) and (last == -math.inf or value > last + rel_step * abs(last)):
+            last = value
+            ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
+
+    return report
 
 
 @dataclass

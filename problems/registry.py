@@ -131,7 +131,7 @@ class IntraopAdapter:
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
         from problems.intraop.bounds import lower_bound
-        from engine.local_runner import job_budget
+        from engine.local_runner import job_budget, live_bound
         budget = job_budget(ctx, spec, parallel)
         if budget is None:
             return
@@ -140,13 +140,8 @@ class IntraopAdapter:
             ub, _ = ctx.incumbent()  # the incumbent's cost steers the Polyak step size
             if ub is not None:
                 kw["upper_bound"] = int(ub)
-            import time as _time
-
-            from engine.records import Bound
-            t0 = _time.monotonic()
             # every improving multiplier vector's value is itself a valid bound: report it now
-            kw["on_improvement"] = lambda v: ctx.bound(Bound("lagrangian", v, "bound-only",
-                                                             _time.monotonic() - t0, "trw-s"))
+            kw["on_improvement"] = live_bound(ctx, "lagrangian", "trw-s", 0.0)
         b = lower_bound(problem, spec["kind"], budget, **kw)
         sol = (b.detail or {}).get("solution")
         if sol is not None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from engine.coordinator import Coordinator
+from engine.local_runner import job_budget, live_bound
 from engine.records import Bound
 from problems.pipeline.decoder import SliceDecoder, Split
 from problems.pipeline.evaluate import evaluate
@@ -114,7 +115,6 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     ``time_left``, ``should_stop``)."""
     from problems.pipeline import bounds
 
-    from engine.local_runner import job_budget
     budget = job_budget(ctx, spec, parallel)
     if budget is None:
         return
@@ -148,23 +148,6 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         spectral.join()
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
-
-
-def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[[float], None]:
-    """A reporter of a running solver's proven bounds: sends ``value`` to ``ctx.bound`` as a
-    ``bound-only`` record when it is finite and the first, or above the last one sent by
-    ``rel_step`` (relative). Each accepted bound is a checkpoint and an event on disk, so
-    tiny steps stay local; the caller reports the final bound itself."""
-    t0 = time.monotonic()
-    last = -math.inf
-
-    def report(value: float) -> None:
-        nonlocal last
-        if math.isfinite(value) and (last == -math.inf or value > last + rel_step * abs(last)):
-            last = value
-            ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
-
-    return report
 
 
 def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: float) -> threading.Thread:

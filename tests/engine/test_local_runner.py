@@ -1,11 +1,11 @@
-"""Bound reporting of the pipeline's bound jobs (problems/pipeline/run.py)."""
+"""Live bound reporting of bound jobs (engine/local_runner.live_bound)."""
 
 from __future__ import annotations
 
 import math
 
 from engine.records import Bound
-from problems.pipeline.run import live_bound
+from engine.local_runner import live_bound
 
 
 class _Ctx:
@@ -31,3 +31,11 @@ def test_live_bound_from_zero_and_negative() -> None:
     for v in (0.0, 0.0, 1e-9, -5.0):
         report(v)
     assert [b.value for b in ctx.sent] == [0.0, 1e-9]
+
+
+def test_live_bound_every_rise_with_integer_values() -> None:
+    ctx = _Ctx()
+    report = live_bound(ctx, "lagrangian", "trw-s", 0.0)
+    for v in (5, 5, 4, 6, 10**20):
+        report(v)
+    assert [b.value for b in ctx.sent] == [5, 6, 10**20]
