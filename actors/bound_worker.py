@@ -67,6 +67,8 @@ class BoundWorker:
         self.adapter = registry.get(problem_name)
         self.problem, self.params, self.seed, self.name = problem, params, seed, name
         self.num_threads = num_threads
+        # heavy imports (solvers) now, while the coordinator starts, not when the first job runs
+        self.adapter.prepare_bounds()
 
     def run(self, coord: Any, spec: dict[str, Any], deadline_in_s: float) -> str:
         """Run one job spec until done, the deadline, or the coordinator stops. Returns the spec's name."""

@@ -8,6 +8,11 @@ slices, re-running the member with the smallest current bound with a doubled
 slice once all have reported. Which job is dedicated, and each job's share of the
 time, come from the problem's adapter. A worker that dies is replaced (up to
 ``max_restarts`` times per slot); the coordinator never loses what was reported.
+
+Head start: on a single node the dedicated job (a MIP that may prove optimality in
+seconds) gets the cores to itself for its first seconds: the search islands are
+created at once but start searching only after ``head_start_s``. Without it the
+islands halve the MIP's CPU exactly when a quick proof would end the run.
 """
 
 from __future__ import annotations
@@ -31,12 +36,26 @@ def _slot_plan(total: int, with_bounds: bool) -> tuple[int, int]:
     return max(1, total - n_bound), n_bound
 
 
+#: seconds an island actor takes to start (process, imports, compiled-code cache)
+ISLAND_STARTUP_S = 1.5
+
+
+def default_head_start(time_limit_s: float) -> float:
+    """Seconds the dedicated bound job runs alone: 10 % of the run, within [2 s, 10 s]."""
+    return min(10.0, max(2.0, 0.1 * time_limit_s))
+
+
 def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
         target_gap: float, seed: int, run_dir: str, resume: bool = False, address: str | None = None,
         workers: int | None = None, cpus_per_worker: float = 1.0, bounds: bool = True,
         progress: Callable[[dict[str, Any]], None] | None = None, max_restarts: int = 3,
-        poll_s: float = 0.1, namespace: str | None = None) -> dict[str, Any]:
-    """Run one certified search on Ray (local or cluster) and return the result document."""
+        poll_s: float = 0.1, namespace: str | None = None, head_start_s: float | None = None) -> dict[str, Any]:
+    """Run one certified search on Ray (local or cluster) and return the result document.
+
+    ``head_start_s``: seconds the dedicated bound job (if the problem has one that asks
+    for it) runs before the search islands start; ``None``: :func:`default_head_start`
+    on a single-node cluster, 0 on several nodes (the islands then mostly run elsewhere).
+    """
     from problems import registry
 
     adapter = registry.get(problem_name)
@@ -54,25 +73,35 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
     coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
         problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume)
-    ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
-    t_end = time.monotonic() + time_limit_s
     running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
     restarts: dict[tuple[str, int], int] = {}
     generation: dict[tuple[str, int], int] = {}
 
-    def start_search(slot: int) -> None:
+    pending: list[tuple[int, Any]] = []  # search actors created, waiting for the head start to end
+
+    def start_search(slot: int, now: bool = True) -> None:
         g = generation.get(("search", slot), 0)
         generation[("search", slot)] = g + 1
         name = f"search-{slot}" + (f"r{g}" if g else "")
         a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
             problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
-        running[a.run.remote(coord)] = ("search", slot, a, None)
+        if now:
+            running[a.run.remote(coord)] = ("search", slot, a, None)
+        else:
+            pending.append((slot, a))
 
     # bound job queue
     specs = adapter.bound_job_specs(problem, params) if bounds else []
     # a "dedicated" job owns bound slot 0 for the whole run; the others queue for the
     # remaining slots and get their "share" of the time left (members: a time slice)
     exact = [s for s in specs if s.get("dedicated")]
+    if head_start_s is None:
+        single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
+        head_start_s = default_head_start(time_limit_s) if single_node else 0.0
+    head = head_start_s if any(s.get("head_start") for s in exact) else 0.0
+    for s in exact:
+        s["head_start_s"] = head
+    config["head_start_s"] = head
     others = [s for s in specs if not s.get("dedicated")]
     members = [s for s in others if "j" in s]
     slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
@@ -121,14 +150,37 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         weakest["_rounds"] = rounds + 1
         return weakest, base * (2 ** rounds)
 
-    for i in range(n_search):
-        start_search(i)
+    # Bound actors are created while the coordinator starts, so their process start-up and
+    # imports overlap its; on a small machine start-up is CPU-bound, and the dedicated job
+    # is the one that may end the run within seconds, so the islands come after it.
+    for i in range(n_bound):
+        bound_actor(i)
+    try:
+        ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
+    except Exception:
+        for a in [*bound_actors.values(), coord]:
+            ray.kill(a, no_restart=True)
+        raise
+    t_end = time.monotonic() + time_limit_s
     for i in range(n_bound):
         start_bound(i)
+    t_islands = time.monotonic() + head
+    # islands are created shortly before their start, not during the head start
+    t_create = t_islands - ISLAND_STARTUP_S if head > 0 else -math.inf
+    to_create = list(range(n_search))
 
     reason = None
     try:
         while reason is None:
+            now = time.monotonic()
+            if to_create and now >= t_create:
+                for i in to_create:
+                    start_search(i, now=now >= t_islands)
+                to_create.clear()
+            if pending and now >= t_islands:
+                for slot, a in pending:
+                    running[a.run.remote(coord)] = ("search", slot, a, None)
+                pending.clear()
             done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s) if running else ([], [])
             for ref in done:
                 kind, slot, actor, spec = running.pop(ref)
@@ -146,7 +198,7 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                         start_search(slot)
                     else:
                         if spec is not None and spec.get("dedicated"):
-                            exact.append(spec)
+                            exact.append({**spec, "head_start_s": 0.0})
                         elif spec is not None:
                             queue.insert(0, spec)
                         start_bound(slot, fresh=True)
@@ -158,12 +210,14 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             reason = st["stop"]
             if reason is None and time.monotonic() >= t_end:
                 reason = "time-limit"
-            if reason is None and not running:
+            if reason is None and not running and not pending and not to_create:
                 reason = "exhausted"
     except KeyboardInterrupt:
         reason = "interrupted"
     doc = ray.get(coord.finalize.remote(reason))
     for _, _, actor, _ in list(running.values()):
+        ray.kill(actor, no_restart=True)
+    for _, actor in pending:
         ray.kill(actor, no_restart=True)
     for a in bound_actors.values():
         ray.kill(a, no_restart=True)

@@ -31,6 +31,9 @@ class Adapter(Protocol):
 
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]: ...
 
+    def prepare_bounds(self) -> None:
+        """Import what bound jobs need (solvers), so a bound worker pays it at start-up."""
+
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None: ...
 
@@ -72,6 +75,9 @@ class PipelineAdapter:
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
         from problems.pipeline.run import bound_job_specs
         return bound_job_specs(problem, params["k"])
+
+    def prepare_bounds(self) -> None:
+        import problems.pipeline.bounds  # noqa: F401  (OR-Tools, compiled kernels)
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
@@ -127,6 +133,9 @@ class IntraopAdapter:
 
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"kind": k, "share": s} for k, s in zip(self.BOUND_KINDS, (0.2, 0.6, 1.0))]
+
+    def prepare_bounds(self) -> None:
+        import problems.intraop.bounds  # noqa: F401
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
