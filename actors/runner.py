@@ -181,7 +181,11 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                 for slot, a in pending:
                     running[a.run.remote(coord)] = ("search", slot, a, None)
                 pending.clear()
-            done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s) if running else ([], [])
+            if running:
+                done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s)
+            else:  # e.g. only islands waiting for their start
+                done = []
+                time.sleep(poll_s)
             for ref in done:
                 kind, slot, actor, spec = running.pop(ref)
                 try:

@@ -36,12 +36,16 @@ def main() -> None:
     for g in graphs:
         for k in [int(x) for x in a.ks.split(",")]:
             out = Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / "result.json"
-            subprocess.run([sys.executable, str(ROOT / "launch.py"), "pipeline", "solve", str(g), "-k", str(k),
-                            "--target-gap", str(a.target_gap), "--time-limit", str(a.time_limit), "--quiet",
-                            "--out", str(out), "--run-dir", str(out.parent / "run")],
-                           check=True, capture_output=True, text=True)
-            d = json.loads(out.read_text())
+            r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "pipeline", "solve", str(g), "-k", str(k),
+                                "--target-gap", str(a.target_gap), "--time-limit", str(a.time_limit), "--quiet",
+                                "--out", str(out), "--run-dir", str(out.parent / "run")],
+                               capture_output=True, text=True)
             name = g.name.split(".")[0]
+            if r.returncode != 0 or not out.exists():  # one failed run must not lose the others' rows
+                err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+                print(f"{name:<18} {k:>3} failed (exit {r.returncode}): {err}", flush=True)
+                continue
+            d = json.loads(out.read_text())
             print(f"{name:<18} {k:>3} {d['objective']:12.6g} {d['lower_bound']:12.6g} {d['lower_bound_method']:<22} "
                   f"{100 * d['gap']:7.3f}% {d['elapsed_s']:7.1f}s  {d['stopped_because']}", flush=True)
 
