@@ -44,6 +44,7 @@ class CoordinatorActor:
         self.evals: dict[str, int] = {}
         self.nodes: dict[str, str] = {}
         self.pool: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.hold = False  # search workers pause between epochs while set (a bound job's head start)
         if resume:
             self.rundir.restore_into(self.coord)
         for b in self.adapter.initial_bounds(problem, params):
@@ -92,12 +93,18 @@ class CoordinatorActor:
         return k[best], c[best]
 
     # -- queries ------------------------------------------------------------------------
+    def set_hold(self, hold: bool) -> None:
+        """Ask search workers to pause after their current epoch (``True``) or to go on."""
+        with self.lock:
+            self.hold = bool(hold)
+
     def poll(self) -> dict[str, Any]:
-        """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds."""
+        """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds,
+        worker nodes, and whether search workers are held."""
         with self.lock:
             return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
                     "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
-                    "nodes": dict(self.nodes)}
+                    "nodes": dict(self.nodes), "hold": self.hold}
 
     def incumbent(self) -> tuple[float | None, Any]:
         with self.lock:

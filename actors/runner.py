@@ -10,9 +10,11 @@ time, come from the problem's adapter. A worker that dies is replaced (up to
 ``max_restarts`` times per slot); the coordinator never loses what was reported.
 
 Head start: on a single node the dedicated job (a MIP that may prove optimality in
-seconds) gets the cores to itself for its first seconds: the search islands are
-created at once but start searching only after ``head_start_s``. Without it the
-islands halve the MIP's CPU exactly when a quick proof would end the run.
+seconds) gets the cores to itself for its first seconds: the coordinator holds the
+search islands after their first epoch (which reports the seeded solutions, often
+enough to meet the target gap against a simple bound) until ``head_start_s`` after
+the job's worker started it. Without it the islands halve the MIP's CPU exactly when
+a quick proof would end the run.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ def _slot_plan(total: int, with_bounds: bool) -> tuple[int, int]:
     return max(1, total - n_bound), n_bound
 
 
-#: seconds an island actor takes to start (process, imports, compiled-code cache)
-ISLAND_STARTUP_S = 1.5
+#: longest wait for the dedicated job's worker to start before the head start counts anyway
+HELLO_WAIT_S = 5.0
 
 
 def default_head_start(time_limit_s: float) -> float:
@@ -77,18 +79,13 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     restarts: dict[tuple[str, int], int] = {}
     generation: dict[tuple[str, int], int] = {}
 
-    pending: list[tuple[int, Any]] = []  # search actors created, waiting for the head start to end
-
-    def start_search(slot: int, now: bool = True) -> None:
+    def start_search(slot: int) -> None:
         g = generation.get(("search", slot), 0)
         generation[("search", slot)] = g + 1
         name = f"search-{slot}" + (f"r{g}" if g else "")
         a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
             problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
-        if now:
-            running[a.run.remote(coord)] = ("search", slot, a, None)
-        else:
-            pending.append((slot, a))
+        running[a.run.remote(coord)] = ("search", slot, a, None)
 
     # bound job queue
     specs = adapter.bound_job_specs(problem, params) if bounds else []
@@ -162,30 +159,27 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             ray.kill(a, no_restart=True)
         raise
     t_end = time.monotonic() + time_limit_s
+    if head > 0:
+        ray.get(coord.set_hold.remote(True))
     for i in range(n_bound):
         start_bound(i)
-    t_islands = time.monotonic() + head
-    # islands are created shortly before their start, not during the head start
-    t_create = t_islands - ISLAND_STARTUP_S if head > 0 else -math.inf
-    to_create = list(range(n_search))
+    # The head start runs from the moment the dedicated job's worker starts it (its hello),
+    # or at the latest HELLO_WAIT_S from now. Islands start at once: their first epoch
+    # reports the seeded solutions, then they wait until the hold is lifted.
+    started = head <= 0
+    holding = not started
+    t_release = time.monotonic() + head + (0.0 if started else HELLO_WAIT_S)
+    for i in range(n_search):
+        start_search(i)
 
     reason = None
     try:
         while reason is None:
-            now = time.monotonic()
-            if to_create and now >= t_create:
-                for i in to_create:
-                    start_search(i, now=now >= t_islands)
-                to_create.clear()
-            if pending and now >= t_islands:
-                for slot, a in pending:
-                    running[a.run.remote(coord)] = ("search", slot, a, None)
-                pending.clear()
-            if running:
-                done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s)
-            else:  # e.g. only islands waiting for their start
-                done = []
-                time.sleep(poll_s)
+            dedicated_running = any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())
+            if holding and (time.monotonic() >= t_release or not dedicated_running):
+                ray.get(coord.set_hold.remote(False))
+                holding = False
+            done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s) if running else ([], [])
             for ref in done:
                 kind, slot, actor, spec = running.pop(ref)
                 try:
@@ -209,19 +203,20 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                 elif kind == "bound":
                     start_bound(slot)
             st = ray.get(coord.poll.remote())
+            if not started and any(w.startswith("bound-0") for w in st["nodes"]):
+                started = True
+                t_release = min(t_release, time.monotonic() + head)
             if progress is not None:
                 progress(st)
             reason = st["stop"]
             if reason is None and time.monotonic() >= t_end:
                 reason = "time-limit"
-            if reason is None and not running and not pending and not to_create:
+            if reason is None and not running:
                 reason = "exhausted"
     except KeyboardInterrupt:
         reason = "interrupted"
     doc = ray.get(coord.finalize.remote(reason))
     for _, _, actor, _ in list(running.values()):
-        ray.kill(actor, no_restart=True)
-    for _, actor in pending:
         ray.kill(actor, no_restart=True)
     for a in bound_actors.values():
         ray.kill(a, no_restart=True)

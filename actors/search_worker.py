@@ -3,16 +3,22 @@
 One actor call (``run``) covers the whole run: epochs of ``epoch_s`` seconds of
 decoding in compiled code, improvements and eval counts reported after each epoch,
 elites exchanged with other islands every ``migrate_every`` epochs, and the
-coordinator's stop flag checked between epochs.
+coordinator's stop flag checked between epochs. While the coordinator holds the
+search workers (another job's head start), a worker waits between epochs: its
+first epoch still runs, so seeded and early solutions are reported at once.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import ray
 
 from problems import registry
+
+#: how often a held search worker asks whether it may go on (seconds)
+HOLD_POLL_S = 0.1
 
 
 class SearchWorker:
@@ -40,5 +46,9 @@ class SearchWorker:
                 mk, mc = ray.get(coord.exchange_migrants.remote(self.name, keys, costs, migrate_n))
                 if len(mc):
                     self.search.accept_migrants(mk, mc)
-            if ray.get(coord.poll.remote())["stop"] is not None:
+            st = ray.get(coord.poll.remote())
+            while st["stop"] is None and st["hold"]:  # another job has the CPUs for now
+                time.sleep(HOLD_POLL_S)
+                st = ray.get(coord.poll.remote())
+            if st["stop"] is not None:
                 return total
