@@ -175,8 +175,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     reason = None
     try:
         while reason is None:
-            dedicated_running = any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())
-            if holding and (time.monotonic() >= t_release or not dedicated_running):
+            if holding and (time.monotonic() >= t_release
+                            or not any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())):
                 ray.get(coord.set_hold.remote(False))
                 holding = False
             done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s) if running else ([], [])

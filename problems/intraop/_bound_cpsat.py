@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from problems.intraop._bound_kernels import EXCL
 from problems.intraop._dual import BoundPrep
 from problems.intraop.evaluate import evaluate
+from problems.intraop.model import interval_sum
 
 #: Objective magnitude below which CP-SAT's double-valued bound is exact and its search comfortable.
 SAFE_OBJECTIVE = 1 << 50
@@ -59,10 +60,7 @@ def binding_steps(prep: BoundPrep, unary: NDArray[np.int64]) -> NDArray[np.int64
         return np.zeros(0, dtype=np.int64)
     use = np.where(unary < EXCL, problem.node_usage, 0)
     hi = np.maximum.reduceat(use, problem.node_ptr[:-1])
-    diff = np.zeros(problem.horizon + 1, dtype=np.int64)
-    np.add.at(diff, problem.start, hi)
-    np.add.at(diff, problem.end, -hi)
-    prof = np.cumsum(diff[:-1])
+    prof = interval_sum(hi, problem.start, problem.end, problem.horizon)
     live = problem.end > problem.start
     starts = np.unique(problem.start[live])
     return starts[prof[starts] > problem.usage_limit]

@@ -38,7 +38,7 @@ from problems.intraop import _bound_kernels as BK
 from problems.intraop._bound_cpsat import binding_steps, solve_cpsat
 from problems.intraop._dual import EXACT_TABLE_LIMIT, EXCL, CoreDual, prepare_bounds
 from problems.intraop.evaluate import usage_profile
-from problems.intraop.model import IntraopProblem
+from problems.intraop.model import IntraopProblem, interval_sum
 
 __all__ = ["METHODS", "lower_bound", "memory_pruned_unary"]
 
@@ -119,10 +119,7 @@ def memory_pruned_unary(problem: IntraopProblem) -> tuple[NDArray[np.int64], int
     low = np.minimum.reduceat(np.where(unary < EXCL, use, big), ptr[:-1])
     if np.any(low == big):
         return unary, 0  # some node has nothing admissible: reported as infeasible elsewhere
-    diff = np.zeros(problem.horizon + 1, dtype=np.int64)
-    np.add.at(diff, problem.start, low)
-    np.add.at(diff, problem.end, -low)
-    prof = np.cumsum(diff[:-1])
+    prof = interval_sum(low, problem.start, problem.end, problem.horizon)
     live = np.nonzero(problem.end > problem.start)[0]
     peak = np.zeros(problem.n, dtype=np.int64)
     peak[live] = _range_max(_sparse_max(prof), problem.start[live], problem.end[live])
@@ -194,10 +191,7 @@ def _step_direction(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.i
     per_node = dual.expected_usage(problem.node_usage) if direction == "dual" else None
     if per_node is None:
         return (usage_profile(problem, dual.sol)[steps] - M).astype(np.float64)
-    diff = np.zeros(problem.horizon + 1)
-    np.add.at(diff, problem.start, per_node)
-    np.add.at(diff, problem.end, -per_node)
-    return np.cumsum(diff[:-1])[steps] - float(M)
+    return interval_sum(per_node, problem.start, problem.end, problem.horizon)[steps] - float(M)
 
 
 def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,

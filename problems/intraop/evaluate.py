@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from problems.intraop.model import FORBIDDEN, IntraopProblem, interval_sum
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,7 @@ def usage_profile(problem: IntraopProblem, solution: NDArray[np.int64]) -> NDArr
     The loader guarantees total usage < 2^62, so int64 prefix sums are exact.
     """
     use = problem.node_usage[problem.node_ptr[:-1] + solution]
-    diff = np.zeros(problem.horizon + 1, dtype=np.int64)
-    np.add.at(diff, problem.start, use)
-    np.add.at(diff, problem.end, -use)
-    return np.cumsum(diff[:-1])
+    return interval_sum(use, problem.start, problem.end, problem.horizon)
 
 
 def evaluate(problem: IntraopProblem, solution: Sequence[int] | NDArray[np.integer]) -> Evaluation:

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from engine.errors import InputError
 from engine.persist import parse_json_bytes
-from problems.intraop.model import IntraopProblem
+from problems.intraop.model import IntraopProblem, interval_sum
 
 #: Bump when the cached array layout changes; old cache files are then ignored.
 CACHE_VERSION = 1
@@ -179,10 +179,7 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> IntraopProblem
 def min_usage_profile(problem: IntraopProblem) -> NDArray[np.int64]:
     """int64[T], the usage at each time step if every node took its least-memory strategy."""
     low = np.minimum.reduceat(problem.node_usage, problem.node_ptr[:-1])
-    diff = np.zeros(problem.horizon + 1, dtype=np.int64)
-    np.add.at(diff, problem.start, low)
-    np.add.at(diff, problem.end, -low)
-    return np.cumsum(diff[:-1])
+    return interval_sum(low, problem.start, problem.end, problem.horizon)
 
 
 def check_some_feasible(problem: IntraopProblem, path: str | Path) -> None:

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from ortools.sat.python import cp_model
 
 from problems.intraop.evaluate import evaluate, usage_profile
-from problems.intraop.model import FORBIDDEN
+from problems.intraop.model import FORBIDDEN, interval_sum
 from problems.intraop.relaxed import Prepared
 
 
@@ -283,30 +283,20 @@ def _add_usage_rows(model: cp_model.CpModel, prep: Prepared, sol: NDArray[np.int
     hi_use = np.maximum.reduceat(net.usage, net.ptr[:-1])[nodes]
     cur = net.usage[net.ptr[nodes] + sol[nodes]]
     # usage of the fixed nodes alone: remove the free nodes' current usage
-    diff = np.zeros(p.horizon + 1, dtype=np.int64)
-    np.add.at(diff, st, -cur)
-    np.add.at(diff, en, cur)
-    fixed = prof + np.cumsum(diff)[:-1]
+    fixed = prof - interval_sum(cur, st, en, p.horizon)
     cuts = np.unique(np.concatenate([st, en]))
-    seg_lo, seg_hi = cuts[:-1], cuts[1:]
-    seg_fixed = np.maximum.reduceat(fixed[:cuts[-1]], seg_lo)  # the last segment ends at cuts[-1]
+    seg_fixed = np.maximum.reduceat(fixed[:cuts[-1]], cuts[:-1])  # the last segment ends at cuts[-1]
     # per segment: least usage and largest possible extra usage of the live free nodes
-    d_lo = np.zeros(len(cuts), dtype=np.int64)
-    d_sp = np.zeros(len(cuts), dtype=np.int64)
     i_st, i_en = np.searchsorted(cuts, st), np.searchsorted(cuts, en)
-    np.add.at(d_lo, i_st, lo_use)
-    np.add.at(d_lo, i_en, -lo_use)
-    np.add.at(d_sp, i_st, hi_use - lo_use)
-    np.add.at(d_sp, i_en, lo_use - hi_use)
-    room = limit - seg_fixed - np.cumsum(d_lo)[:-1]
-    binding = np.cumsum(d_sp)[:-1] > room
+    room = limit - seg_fixed - interval_sum(lo_use, i_st, i_en, len(cuts) - 1)
+    spread = interval_sum(hi_use - lo_use, i_st, i_en, len(cuts) - 1)
+    binding = spread > room
     if not binding.any():
         return
     # Rows over consecutive segments share most of their nodes, so instead of listing every
     # live node in every row (quadratic), S_j = S_{j-1} + entering - leaving nodes' extra usage
     # is chained from the first to the last segment that could be violated.
     first, last = int(np.argmax(binding)), len(binding) - 1 - int(np.argmax(binding[::-1]))
-    spread = np.cumsum(d_sp)[:-1]
     terms_of: list[tuple[list, list[int]]] = []
     for i, v in enumerate(nodes.tolist()):
         base = int(net.ptr[v])

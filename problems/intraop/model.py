@@ -27,6 +27,18 @@ def _frozen(a: NDArray[Any], dtype: Any) -> NDArray[Any]:
     return a
 
 
+def interval_sum(values: NDArray[Any], start: NDArray[np.int64], end: NDArray[np.int64],
+                 horizon: int) -> NDArray[Any]:
+    """Per time step ``t`` in ``[0, horizon)``: the sum of ``values[i]`` over the ``i`` live
+    then (``start[i] <= t < end[i]``). Same dtype as ``values`` (int64 sums are exact
+    while they stay below 2^63)."""
+    values = np.asarray(values)
+    diff = np.zeros(horizon + 1, dtype=values.dtype)
+    np.add.at(diff, start, values)
+    np.add.at(diff, end, -values)
+    return np.cumsum(diff[:-1])
+
+
 @dataclass(frozen=True, eq=False)
 class IntraopProblem:
     """Strategy tables of ``n`` nodes and ``m`` edges, in CSR form.
