@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -208,7 +209,9 @@ def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     problem = load_graph(graph)
-    b = lower_bound(problem, k, method, time_limit)
+    # the MIP methods solve with one CP-SAT worker per core (CP-SAT's portfolio needs >= 2)
+    kw = {} if method in ("simple", "spectral") else {"num_workers": max(2, os.cpu_count() or 1)}
+    b = lower_bound(problem, k, method, time_limit, **kw)
     rec = b.to_dict()
     rec["detail"] = {key: v for key, v in rec["detail"].items() if key != "blocks"}
     click.echo(json.dumps(rec))

@@ -8,6 +8,7 @@ persistence, eval counters, the migration pool and the worker roll-call.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -28,30 +29,48 @@ class CoordinatorActor:
         params: problem parameters (e.g. ``{"k": 8}``).
         run_dir: where to persist; ``config`` is written there.
         target_gap, time_limit_s: the stopping rule of this session.
-        resume: restore incumbent and bounds from ``run_dir``'s checkpoint.
+        resume: restore incumbent and bounds from ``run_dir``'s checkpoint (a new session).
+        taken_over_from: continue the session another coordinator on this machine (the
+            driver's, before Ray started) began in ``run_dir`` at this ``time.time()``: same
+            clock (``time_limit_s`` counts from then), same event log, its checkpointed
+            incumbent and bounds restored without logging them again.
+
+    Also usable as a plain object, in the driver, without Ray.
     """
 
     def __init__(self, problem_name: str, problem: Any, params: dict[str, Any], run_dir: str,
-                 config: dict[str, Any], target_gap: float, time_limit_s: float, resume: bool = False) -> None:
+                 config: dict[str, Any], target_gap: float, time_limit_s: float, resume: bool = False,
+                 taken_over_from: float | None = None) -> None:
         self.adapter = registry.get(problem_name)
         self.problem, self.params = problem, params
-        self.clock = Clock()
+        self.started_at = time.time() if taken_over_from is None else taken_over_from
+        self.clock = Clock(time.time() - self.started_at)
         self.lock = threading.Lock()
-        self.rundir = RunDir(run_dir, config, resume=resume)
+        self.rundir = RunDir(run_dir, config, resume=resume, take_over=taken_over_from is not None)
+        self._quiet = False  # while restoring a taken-over session: nothing new to log
         self.coord = Coordinator(self.adapter.evaluator(problem, params), standard(target_gap, time_limit_s),
-                                 self.clock, on_event=self.rundir.record_event,
-                                 on_incumbent=self._on_incumbent)
+                                 self.clock, on_event=self._on_event, on_incumbent=self._on_incumbent)
         self.evals: dict[str, int] = {}
         self.nodes: dict[str, str] = {}
         self.pool: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.hold = False  # search workers pause between epochs while set (a bound job's head start)
         if resume:
             self.rundir.restore_into(self.coord)
+        elif taken_over_from is not None:
+            self._quiet = True
+            self.rundir.restore_into(self.coord, prefix="")
+            self._quiet = False
         for b in self.adapter.initial_bounds(problem, params):
             self.coord.offer_bound(b, "coordinator")
         self.rundir.checkpoint(self.coord, self.clock.elapsed())
 
+    def _on_event(self, e: Any) -> None:
+        if not self._quiet:
+            self.rundir.record_event(e)
+
     def _on_incumbent(self, inc: Any) -> None:
+        if self._quiet:
+            return
         self.rundir.record_incumbent(inc)
         self.rundir.write_result(self.adapter.result_doc(self.problem, self.params, self.coord, "running",
                                                          self.clock.elapsed()))

@@ -14,12 +14,16 @@ seconds) gets the cores to itself for its first seconds: the coordinator holds t
 search islands after their first epoch (which reports the seeded solutions, often
 enough to meet the target gap against a simple bound) until ``head_start_s`` after
 the job's worker started it. Without it the islands halve the MIP's CPU exactly when
-a quick proof would end the run.
+a quick proof would end the run. On a local run that starts Ray itself, the head
+start happens before Ray starts (:mod:`actors.prelude`): a run it settles never
+starts Ray; otherwise the job goes on in its own process and stands for bound slot 0.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import time
 import uuid
 from typing import Any, Callable
@@ -27,8 +31,25 @@ from typing import Any, Callable
 import ray
 
 from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
+from actors.prelude import Prelude
+from actors.prelude import available as prelude_available
 from cluster.connect import connect
 from engine.rundir import file_digest
+
+
+log = logging.getLogger("gapstop")
+
+
+def _finish_prelude(prelude: Prelude, reason: str) -> dict[str, Any]:
+    doc = prelude.finish(reason)
+    _stop_prelude(prelude)
+    return doc
+
+
+def _stop_prelude(prelude: Prelude) -> None:
+    prelude.stop()
+    if prelude.error is not None:
+        log.warning("the head-start bound job failed:\n%s", prelude.error)
 
 
 def _slot_plan(total: int, with_bounds: bool) -> tuple[int, int]:
@@ -64,17 +85,52 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     problem = adapter.load(problem_path)
     adapter.check_params(problem, params)
     namespace = namespace or f"gapstop-{uuid.uuid4().hex[:8]}"
-    resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
-                        namespace=namespace)
-    total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
-    n_search, n_bound = _slot_plan(total, bounds)
+    # a "dedicated" job owns bound slot 0 for the whole run; the others queue for the
+    # remaining slots and get their "share" of the time left (members: a time slice)
+    specs = adapter.bound_job_specs(problem, params) if bounds else []
+    exact = [s for s in specs if s.get("dedicated")]
+    wants_head = any(s.get("head_start") for s in exact)
     config = {"problem": problem_name, "problem_path": str(problem_path), "problem_digest": file_digest(problem_path),
               "params": params, "seed": seed, "target_gap": target_gap, "time_limit_s": time_limit_s,
-              "address": address, "workers": total, "cpus_per_worker": cpus_per_worker,
-              "search_workers": n_search, "bound_workers": n_bound}
+              "address": address, "cpus_per_worker": cpus_per_worker}
+
+    prelude = None
+    if address is None and not resume and not ray.is_initialized() and wants_head and prelude_available():
+        head = default_head_start(time_limit_s) if head_start_s is None else head_start_s
+        if head > 0:  # the head start runs in this process, before Ray starts (actors/prelude.py)
+            total = workers or max(1, int((os.cpu_count() or 1) // cpus_per_worker))
+            n_search, n_bound = _slot_plan(total, bounds)
+            config.update(workers=total, search_workers=n_search, bound_workers=n_bound, head_start_s=head,
+                          head_start_in_driver=True)
+            spec = {**exact.pop(), "head_start_s": head}
+            prelude = Prelude(problem_name, problem, params, spec, run_dir, config, target_gap, time_limit_s, seed,
+                              n_search, max(1, int(cpus_per_worker)))
+            reason = prelude.run(head, progress, poll_s)
+            if reason is not None:
+                return _finish_prelude(prelude, reason)
+    try:
+        resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
+                            namespace=namespace)
+    except BaseException:
+        if prelude is not None:
+            _stop_prelude(prelude)
+        raise
+    if prelude is None:
+        total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
+        n_search, n_bound = _slot_plan(total, bounds)
+        if head_start_s is None:
+            single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
+            head_start_s = default_head_start(time_limit_s) if single_node else 0.0
+        head = head_start_s if wants_head else 0.0
+        for s in exact:
+            s["head_start_s"] = head
+        config.update(workers=total, search_workers=n_search, bound_workers=n_bound, head_start_s=head)
+    else:
+        head = 0.0  # the head start was the prelude
     problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
     coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
-        problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume)
+        problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume,
+        None if prelude is None else prelude.started_at)
     running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
     restarts: dict[tuple[str, int], int] = {}
     generation: dict[tuple[str, int], int] = {}
@@ -87,21 +143,11 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
         running[a.run.remote(coord)] = ("search", slot, a, None)
 
-    # bound job queue
-    specs = adapter.bound_job_specs(problem, params) if bounds else []
-    # a "dedicated" job owns bound slot 0 for the whole run; the others queue for the
-    # remaining slots and get their "share" of the time left (members: a time slice)
-    exact = [s for s in specs if s.get("dedicated")]
-    if head_start_s is None:
-        single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
-        head_start_s = default_head_start(time_limit_s) if single_node else 0.0
-    head = head_start_s if any(s.get("head_start") for s in exact) else 0.0
-    for s in exact:
-        s["head_start_s"] = head
-    config["head_start_s"] = head
     others = [s for s in specs if not s.get("dedicated")]
     members = [s for s in others if "j" in s]
     slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
+    # with a prelude, its job (in the driver) stands for bound slot 0
+    bound_slots = range(1 if prelude is not None else 0, n_bound)
 
     def budget_of(s: dict[str, Any]) -> float:
         return slice_s if "j" in s else float(s.get("share", 1.0)) * max(0.0, t_end - time.monotonic())
@@ -150,24 +196,30 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     # Bound actors are created while the coordinator starts, so their process start-up and
     # imports overlap its; on a small machine start-up is CPU-bound, and the dedicated job
     # is the one that may end the run within seconds, so the islands come after it.
-    for i in range(n_bound):
+    for i in bound_slots:
         bound_actor(i)
     try:
         ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
     except Exception:
         for a in [*bound_actors.values(), coord]:
             ray.kill(a, no_restart=True)
+        if prelude is not None:
+            _stop_prelude(prelude)
         raise
-    t_end = time.monotonic() + time_limit_s
+    if prelude is not None:
+        prelude.hand_over(coord)
+        t_end = prelude.t_end
+    else:
+        t_end = time.monotonic() + time_limit_s
     if head > 0:
         ray.get(coord.set_hold.remote(True))
-    for i in range(n_bound):
+    for i in bound_slots:
         start_bound(i)
     # The head start runs from the moment the dedicated job's worker starts it (its hello),
     # or at the latest HELLO_WAIT_S from now. Islands start at once: their first epoch
     # reports the seeded solutions, then they wait until the hold is lifted.
-    started = head <= 0
-    holding = not started
+    started = head <= 0 or prelude is not None
+    holding = head > 0
     t_release = time.monotonic() + head + (0.0 if started else HELLO_WAIT_S)
     for i in range(n_search):
         start_search(i)
@@ -175,8 +227,11 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     reason = None
     try:
         while reason is None:
-            if holding and (time.monotonic() >= t_release
-                            or not any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())):
+            if prelude is not None:
+                prelude.pump()  # the head-start job's reports, on to the coordinator actor
+            dedicated_running = (any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())
+                                 or (prelude is not None and prelude.job_running()))
+            if holding and (time.monotonic() >= t_release or not dedicated_running):
                 ray.get(coord.set_hold.remote(False))
                 holding = False
             done, _ = ray.wait(list(running), num_returns=len(running), timeout=poll_s) if running else ([], [])
@@ -216,6 +271,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     except KeyboardInterrupt:
         reason = "interrupted"
     doc = ray.get(coord.finalize.remote(reason))
+    if prelude is not None:
+        _stop_prelude(prelude)
     for _, _, actor, _ in list(running.values()):
         ray.kill(actor, no_restart=True)
     for a in bound_actors.values():

@@ -3,6 +3,7 @@
     python benchmarks/ray_scaling.py sampling  [--graph G] [--k 8] [--seconds 20] [--reps 3]
     python benchmarks/ray_scaling.py guess     [--graph G] [--k 8] [--seconds 60]
     python benchmarks/ray_scaling.py certify   [--graphs a,b] [--ks 4,16] [--seconds 60] [--reps 1]
+    python benchmarks/ray_scaling.py latency   [--graphs a,b] [--ks 4,16] [--seconds 60] [--reps 3]
 
 * sampling: SliceGraph evaluations per second of search workers on Ray local, with 1 and
   2 workers, measured side by side (alternating, --reps times), over the steady state
@@ -15,6 +16,10 @@
   when each proved optimality (with ``--reps N``: N alternating runs and the medians).
   ``--memory null`` (default) drops the memory limit, as in
   the plain CP-SAT baseline the comparison is against.
+* latency: what a user waits for, end to end (a new process each time, imports and Ray
+  start-up included): ``launch.py pipeline bound --method exact`` (plain CP-SAT, one worker
+  per core) vs ``launch.py pipeline solve`` with the same time limit, alternating --reps
+  times; prints each run's wall time and stop reason, and the medians.
 Graphs default to ../shared/data/pipeline.
 """
 
@@ -122,22 +127,63 @@ def certify(a: argparse.Namespace) -> None:
                       f"{statistics.median(t_cp):.1f} s, gapstop {statistics.median(t_gs):.1f} s", flush=True)
 
 
+def latency(a: argparse.Namespace) -> None:
+    import dataclasses
+    import json
+    import subprocess
+
+    from problems.pipeline.io import load_graph, save_graph
+
+    print(f"# {a.seconds:g} s limit; memory: {a.memory}; wall seconds from process start to exit")
+    for g in a.graphs.split(","):
+        p = load_graph(_graph(g))
+        path = str(_graph(g))
+        if a.memory == "null" and p.memory is not None:
+            path = str(Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / f"{g}.json")
+            save_graph(dataclasses.replace(p, memory=None), path)
+        for k in [int(x) for x in a.ks.split(",")]:
+            walls: dict[str, list[float]] = {"cp-sat": [], "gapstop": []}
+            for _ in range(a.reps):
+                for name in walls:
+                    out = Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / "out.json"
+                    cmd = [sys.executable, str(ROOT / "launch.py"), "pipeline"]
+                    if name == "cp-sat":
+                        cmd += ["bound", path, "-k", str(k), "--method", "exact", "--time-limit", str(a.seconds),
+                                "--out", str(out)]
+                    else:
+                        cmd += ["solve", path, "-k", str(k), "--time-limit", str(a.seconds), "--quiet", "--out",
+                                str(out), "--run-dir", str(out.parent / "run")]
+                    t0 = time.perf_counter()
+                    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+                    wall = time.perf_counter() - t0
+                    doc = json.loads(out.read_text()) if out.exists() else {}
+                    how = doc.get("status") if name == "cp-sat" else doc.get("stopped_because")
+                    if r.returncode != 0 or how is None:
+                        how = f"error {r.returncode}: {r.stderr.strip().splitlines()[-1:] }"
+                    walls[name].append(wall if how == "optimal" else float("inf"))
+                    print(f"{g:<14} k={k:<3} {name:<8} {wall:6.1f}s  {how}", flush=True)
+            print(f"# {g} k={k}: median wall time to a proven optimum over {a.reps} runs: "
+                  f"CP-SAT alone {statistics.median(walls['cp-sat']):.1f} s, "
+                  f"gapstop {statistics.median(walls['gapstop']):.1f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["sampling", "guess", "certify"])
+    ap.add_argument("what", choices=["sampling", "guess", "certify", "latency"])
     ap.add_argument("--graph", default="regal_004")
     ap.add_argument("--graphs", default="bert_base,resnet50,regal_000,regal_004")
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--ks", default="4,16")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--reps", type=int, default=None,
-                    help="sampling: repetitions; certify: runs per (graph, k), with medians (default 1)")
+                    help="sampling, latency: repetitions (default 3); certify: runs per (graph, k), with "
+                         "medians (default 1)")
     ap.add_argument("--memory", choices=["null", "file"], default="null",
                     help="certify: drop the graphs' memory limit (the CP-SAT baseline's setting) or keep it")
     a = ap.parse_args()
     if a.reps is None:
-        a.reps = 3 if a.what == "sampling" else 1
-    {"sampling": sampling, "guess": guess, "certify": certify}[a.what](a)
+        a.reps = 3 if a.what in ("sampling", "latency") else 1
+    {"sampling": sampling, "guess": guess, "certify": certify, "latency": latency}[a.what](a)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,11 @@ def _json_float(x: float | None) -> float | None:
 class RunDir:
     """Persists a coordinator's state; see the module docstring for the files."""
 
-    def __init__(self, path: str | Path, config: dict[str, Any], *, resume: bool = False) -> None:
+    def __init__(self, path: str | Path, config: dict[str, Any], *, resume: bool = False,
+                 take_over: bool = False) -> None:
+        """``resume``: a new session of a stopped run (its checkpoint must exist and match).
+        ``take_over``: the same session continued by another process (the events written
+        so far are kept; the clock is the caller's); neither: a new run."""
         self.path = Path(path)
         self.config = config
         self.session = 0
@@ -82,6 +86,9 @@ class RunDir:
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.path / "config.json", config)
+            ev = self.path / "events.parquet"
+            if take_over and ev.exists():
+                self.events = pq.read_table(ev).to_pylist()
 
     # -- writing ------------------------------------------------------------------------
     def record_event(self, e: Event) -> None:
@@ -124,17 +131,18 @@ class RunDir:
         except ValueError as e:
             raise InputError(f"{p}: unreadable checkpoint ({e})") from None
 
-    def restore_into(self, coord: Coordinator) -> None:
-        """Re-offer the checkpointed incumbent (re-scored by the evaluator) and bounds."""
+    def restore_into(self, coord: Coordinator, prefix: str = "resumed:") -> None:
+        """Re-offer the checkpointed incumbent (re-scored by the evaluator; its source
+        gets ``prefix``) and bounds."""
         old = self.load_checkpoint(self.path)
         inc = old.get("incumbent")
         if inc is not None:
-            coord.offer_solution(inc["solution"], f"resumed:{inc.get('source', '')}")
+            coord.offer_solution(inc["solution"], f"{prefix}{inc.get('source', '')}")
         for rec in [*old.get("bounds", []), *[m for ms in old.get("group_members", {}).values() for m in ms]]:
             if rec.get("value") is None:
                 continue
             coord.offer_bound(Bound(rec["method"], float(rec["value"]), rec["status"], rec["wall_s"],
-                                    rec.get("solver", ""), rec.get("detail") or {}), "resumed")
+                                    rec.get("solver", ""), rec.get("detail") or {}), prefix.rstrip(":") or "restored")
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

@@ -89,10 +89,11 @@ def standard(target_gap: float, time_limit_s: float) -> Criterion:
 
 
 class Clock:
-    """Monotonic seconds since construction."""
+    """Monotonic seconds since construction, plus ``offset_s`` (time already spent elsewhere,
+    e.g. by the driver before the coordinator actor took over)."""
 
-    def __init__(self) -> None:
-        self.t0 = time.monotonic()
+    def __init__(self, offset_s: float = 0.0) -> None:
+        self.t0 = time.monotonic() - offset_s
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0

@@ -132,8 +132,11 @@ def test_intraop_runs_on_the_same_coordinator_and_proves_optimality(tmp_path: Pa
 
 
 def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Path) -> None:
+    from cluster.connect import connect
+
     f = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
+    connect(None, 2)  # Ray already up: the whole head start runs on Ray (no prelude)
     seen: list[tuple[float, int]] = []
     doc = run("pipeline", str(f), {"k": 8}, time_limit_s=8, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
               workers=2, head_start_s=4.0, progress=lambda st: seen.append((st["elapsed"], st["evals"])))
@@ -144,3 +147,43 @@ def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Pa
     assert len(during) > 10  # the check below was not vacuous
     assert len(set(during) - {0}) <= 1
     assert seen[-1][1] > max(during)  # and it searches after the head start
+
+
+def test_a_run_settled_in_the_prelude_never_starts_ray(tmp_path: Path) -> None:
+    f = tmp_path / "g.json"
+    save_graph(regal_like(5, n=24, family="sbm"), f)  # k=2: the exact MIP proves it within a second
+    rd = tmp_path / "rd"
+    doc = run("pipeline", str(f), {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=str(rd), workers=2)
+    assert doc["stopped_because"] == "optimal", doc
+    assert not ray.is_initialized()
+    assert doc["elapsed_s"] < 6.0  # the head start (6 s here) was not needed in full
+    _check_solution(f, doc)
+    events = read_events(rd)
+    assert {e["worker"] for e in events if e["kind"] == "lower"} >= {"driver:exact"}
+    assert (rd / "best_solution.json").exists() and (rd / "result.json").exists()
+
+
+def test_prelude_hands_over_to_ray_without_losing_reports(tmp_path: Path) -> None:
+    f = tmp_path / "g.json"
+    save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
+    rd = tmp_path / "rd"
+    seen: list[dict] = []
+    doc = run("pipeline", str(f), {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=str(rd), workers=2,
+              head_start_s=2.0, progress=seen.append)
+    assert ray.is_initialized() and doc["stopped_because"] == "time-limit"
+    # one clock from the prelude's start: the time limit includes Ray's start-up
+    assert 29.0 <= doc["elapsed_s"] <= 32.0
+    events = read_events(rd)
+    assert {e["session"] for e in events} == {0}
+    ts = [e["t_s"] for e in events]
+    assert ts == sorted(ts)
+    # the prelude's own reports (its island epoch, the MIP in the driver) are in the log ...
+    early = [e for e in events if e["t_s"] < 2.0]
+    assert any(e["worker"] == "search-0" for e in early) and any(e["kind"] == "lower" for e in early)
+    # ... and the run went on on Ray: the island actor searched, the driver's job kept reporting
+    assert doc["workers"]["evals"].get("search-0", 0) > 0, doc["workers"]
+    assert "driver:exact" in doc["workers"]["nodes"]
+    assert max(st["elapsed"] for st in seen) > 20.0
+    lbs = [e["value"] for e in events if e["kind"] == "lower"]
+    assert doc["lower_bound"] == max(lbs)
+    _check_solution(f, doc)

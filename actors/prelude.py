@@ -1,0 +1,243 @@
+"""The first seconds of a local run, before Ray starts: the head-start job next to the driver.
+
+Starting Ray and its actors on a small machine takes about 5 s, longer than the exact
+MIP needs to prove many real-model partitions optimal. So a local run (no
+``--address``, Ray not yet started in this process) whose problem has a dedicated
+bound job asking for a head start begins without Ray: the coordinator logic (the
+plain :class:`~actors.coordinator.CoordinatorActor` class, writing the run directory)
+and one epoch of the first search island (its seeded solutions) in this process, and
+that job in a child process forked before anything else starts.
+
+If that settles the run (target gap, optimality, time limit) within the head start,
+the run ends there and Ray is never started. Otherwise Ray starts, the coordinator
+actor takes the session over (same run directory, clock and event log), and the job
+keeps running in its process, its reports now forwarded to the actor: no work is lost
+or repeated. The job then stands for bound slot 0. The time limit counts from the
+prelude's start, so Ray's start-up is part of it. The islands start when Ray is up,
+about as late as they did when the head start began after Ray's start-up.
+
+The job's process runs at the niceness Ray gives its workers, so Ray's own daemons get
+the CPUs they need to start while the job uses what is left, and once Ray is up the
+job shares the CPUs with the islands as a bound actor would.
+
+Why a process and not a thread: Ray starts its daemons with ``preexec_fn``, which is
+not safe while other threads of the forking process run (solver threads hold locks
+the child may need): a thread here made ``ray.init`` hang now and then.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from actors.coordinator import CoordinatorActor
+from engine.records import Bound
+from problems import registry
+
+#: seconds of the first island's single epoch
+EPOCH_S = 0.5
+#: Ray starts its worker processes at this niceness (its ``worker_niceness``); the job takes
+#: the same, so that it shares the CPUs with the islands as a bound actor would (at 0 it
+#: took ~95 % of them: an island actor needed 15 s to start instead of 0.7 s)
+WORKER_NICENESS = 15
+
+
+class _ChildContext:
+    """The job's ``ctx`` in the child process: reports go up the pipe.
+
+    A sender thread does the writing, so a solver callback never blocks on a full
+    pipe while the driver is busy (e.g. starting Ray). The job gets no incumbent
+    (it starts first) and stops on the driver's signal, at the deadline, or when
+    the driver is gone.
+    """
+
+    def __init__(self, conn: Any, stop: Any, deadline: float, parent: int) -> None:
+        self.conn, self.stop, self.deadline, self.parent = conn, stop, deadline, parent
+        self.out: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self.sender = threading.Thread(target=self._send, daemon=True)
+        self.sender.start()
+
+    def _send(self) -> None:
+        while (msg := self.out.get()) is not None:
+            try:
+                self.conn.send(msg)
+            except (OSError, ValueError):  # the driver is gone
+                return
+
+    def close(self, error: str | None) -> None:
+        self.out.put(("done", error))
+        self.out.put(None)
+        self.sender.join(timeout=10.0)
+
+    def should_stop(self) -> bool:
+        return self.stop.is_set() or time.monotonic() >= self.deadline or os.getppid() != self.parent
+
+    def time_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def bound(self, b: Bound) -> None:
+        self.out.put(("bound", b))
+
+    def solution(self, solution: Any, source: str) -> None:
+        self.out.put(("solution", solution, source))
+
+    def incumbent(self) -> tuple[float | None, Any]:
+        return None, None
+
+
+def available() -> bool:
+    """Whether this platform can run a prelude (it forks the job's process)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this process when the driver dies (even while stopped)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere the job still stops at its deadline or when it sees the driver gone
+
+
+def _child_main(problem_name: str, problem: Any, params: dict[str, Any], spec: dict[str, Any], seed: int,
+                num_threads: int, conn: Any, stop: Any, deadline: float, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's; it stops us
+    _die_with_parent()
+    try:
+        os.nice(WORKER_NICENESS - os.nice(0))
+    except OSError:
+        pass
+    ctx = _ChildContext(conn, stop, deadline, parent)
+    error = None
+    try:
+        registry.get(problem_name).run_bound_job(problem, params, spec, ctx, seed, parallel=True,
+                                                 num_workers=num_threads)
+    except Exception:  # reported to the driver; the run goes on without this job
+        error = traceback.format_exc(limit=5)
+    ctx.close(error)
+
+
+class Prelude:
+    """The driver's part of a local run: see the module docstring.
+
+    Create it before anything starts threads in this process (it forks).
+
+    Args:
+        problem_name, problem, params: the run's problem.
+        spec: the dedicated bound job (run with ``num_threads`` solver threads).
+        run_dir, config, target_gap, time_limit_s: as for the coordinator.
+        seed: the run's seed (the job's and the first island's).
+        islands: how many search islands the run will have (the first one's seeds are
+            the ones the island actor ``search-0`` will use).
+    """
+
+    def __init__(self, problem_name: str, problem: Any, params: dict[str, Any], spec: dict[str, Any],
+                 run_dir: str, config: dict[str, Any], target_gap: float, time_limit_s: float, seed: int,
+                 islands: int, num_threads: int) -> None:
+        self.adapter = registry.get(problem_name)
+        self.problem, self.params, self.seed, self.islands = problem, params, seed, islands
+        self.name = f"driver:{spec['kind']}"
+        self.t_start = time.monotonic()
+        self.t_end = self.t_start + time_limit_s
+        mp = multiprocessing.get_context("fork")
+        self.conn, child_conn = mp.Pipe()
+        self.stop_event = mp.Event()
+        self.proc = mp.Process(target=_child_main, name="gapstop-head-start", daemon=True,
+                               args=(problem_name, problem, params, spec, seed, num_threads, child_conn,
+                                     self.stop_event, self.t_end, os.getpid()))
+        self.proc.start()
+        child_conn.close()
+        self.local = CoordinatorActor(problem_name, problem, params, run_dir, config, target_gap, time_limit_s)
+        self.local.hello(self.name, "driver")
+        self.actor: Any = None  # the Ray coordinator, once it has taken over
+        self.done = False
+        self.error: str | None = None
+        self.evals = 0
+
+    @property
+    def started_at(self) -> float:
+        """``time.time()`` at the start of the session (for the taking-over coordinator)."""
+        return self.local.started_at
+
+    def pump(self) -> None:
+        """Forward what the job reported since the last call to the current coordinator."""
+        while not self.done:
+            try:
+                if not self.conn.poll():
+                    return
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                self.done = True
+                if self.error is None and self.proc.exitcode not in (0, None):
+                    self.error = f"exited with code {self.proc.exitcode}"
+                return
+            if msg[0] == "bound":
+                if self.actor is None:
+                    self.local.report_bound(msg[1], self.name)
+                else:
+                    self.actor.report_bound.remote(msg[1], self.name)
+            elif msg[0] == "solution":
+                if self.actor is None:
+                    self.local.report_solution(msg[1], msg[2])
+                else:
+                    self.actor.report_solution.remote(msg[1], msg[2])
+            elif msg[0] == "done":
+                self.done, self.error = True, msg[1]
+
+    def job_running(self) -> bool:
+        self.pump()
+        return not self.done and self.proc.is_alive()
+
+    def run(self, head_s: float, progress: Callable[[dict[str, Any]], None] | None = None,
+            poll_s: float = 0.1) -> str | None:
+        """One island epoch, then wait until the run stops, the job ends, or ``head_s``
+        seconds from the start have passed. Returns the stop reason, or None to go on."""
+        found: list[Any] = []
+        try:
+            search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.islands}, self.seed, 0)
+            self.evals = search.step(EPOCH_S, lambda value, sol: found.append(sol))
+            if found:
+                self.local.report_solution(self.adapter.to_solution(found[-1]), "search-0")
+            self.local.report_evals("search-0", self.evals)
+            while True:
+                running = self.job_running()
+                st = self.local.poll()
+                if progress is not None:
+                    progress(st)
+                if st["stop"] is not None:
+                    return str(st["stop"])
+                if time.monotonic() >= self.t_start + head_s or not running:
+                    return None
+                time.sleep(poll_s)
+        except KeyboardInterrupt:
+            return "interrupted"
+
+    def finish(self, reason: str) -> dict[str, Any]:
+        """End the run here: write and return the result document, stop the job."""
+        self.pump()
+        doc = self.local.finalize(reason)
+        self.stop()
+        return doc
+
+    def hand_over(self, coord: Any) -> None:
+        """Let the coordinator actor ``coord`` (created with ``taken_over_from=``
+        :attr:`started_at`, so it restored the local checkpoint) take the session over."""
+        self.actor = coord
+        coord.hello.remote(self.name, "driver")
+        coord.report_evals.remote("search-0-driver", self.evals)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the job and reap its process (terminated if it does not stop in time)."""
+        self.stop_event.set()
+        self.proc.join(timeout_s)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(1.0)
+        self.pump()
