@@ -115,6 +115,12 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         if prelude is not None:
             _stop_prelude(prelude)
         raise
+    if prelude is not None:
+        # the job kept going while Ray started; if that settled the run, no actor is needed
+        prelude.pump()
+        settled = prelude.local.poll()["stop"]
+        if settled is not None:
+            return _finish_prelude(prelude, str(settled))
     if prelude is None:
         total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
         n_search, n_bound = _slot_plan(total, bounds)
