@@ -220,11 +220,9 @@ class Prelude:
             return "interrupted"
 
     def finish(self, reason: str) -> dict[str, Any]:
-        """End the run here: write and return the result document, stop the job."""
+        """End the run here: write and return the result document (then call :meth:`stop`)."""
         self.pump()
-        doc = self.local.finalize(reason)
-        self.stop()
-        return doc
+        return self.local.finalize(reason)
 
     def hand_over(self, coord: Any) -> None:
         """Let the coordinator actor ``coord`` (created with ``taken_over_from=``
@@ -240,4 +238,5 @@ class Prelude:
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(1.0)
-        self.pump()
+        if self.error is None and self.proc.exitcode not in (0, None, -signal.SIGTERM):
+            self.error = f"exited with code {self.proc.exitcode}"

@@ -121,7 +121,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         settled = prelude.local.poll()["stop"]
         if settled is not None:
             return _finish_prelude(prelude, str(settled))
-    if prelude is None:
+        head = 0.0  # the head start was the prelude
+    else:
         total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
         n_search, n_bound = _slot_plan(total, bounds)
         if head_start_s is None:
@@ -131,8 +132,6 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         for s in exact:
             s["head_start_s"] = head
         config.update(workers=total, search_workers=n_search, bound_workers=n_bound, head_start_s=head)
-    else:
-        head = 0.0  # the head start was the prelude
     problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
     coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
         problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume,
@@ -224,8 +223,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     # The head start runs from the moment the dedicated job's worker starts it (its hello),
     # or at the latest HELLO_WAIT_S from now. Islands start at once: their first epoch
     # reports the seeded solutions, then they wait until the hold is lifted.
-    started = head <= 0 or prelude is not None
-    holding = head > 0
+    started = head <= 0
+    holding = not started
     t_release = time.monotonic() + head + (0.0 if started else HELLO_WAIT_S)
     for i in range(n_search):
         start_search(i)
@@ -235,8 +234,7 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         while reason is None:
             if prelude is not None:
                 prelude.pump()  # the head-start job's reports, on to the coordinator actor
-            dedicated_running = (any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())
-                                 or (prelude is not None and prelude.job_running()))
+            dedicated_running = any(sp is not None and sp.get("dedicated") for _, _, _, sp in running.values())
             if holding and (time.monotonic() >= t_release or not dedicated_running):
                 ray.get(coord.set_hold.remote(False))
                 holding = False
