@@ -54,6 +54,7 @@ class CoordinatorActor:
         self.nodes: dict[str, str] = {}
         self.pool: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.hold = False  # search workers pause between epochs while set (a bound job's head start)
+        self.final: dict[str, Any] | None = None  # the result document, once finalized
         if resume:
             self.rundir.restore_into(self.coord)
         elif taken_over_from is not None:
@@ -82,6 +83,8 @@ class CoordinatorActor:
 
     def report_solution(self, solution: Any, source: str) -> bool:
         with self.lock:
+            if self.final is not None:  # reports racing the stop must not reopen result.json
+                return False
             ok = self.coord.offer_solution(solution, source)
             if ok:
                 self.rundir.checkpoint(self.coord, self.clock.elapsed())
@@ -89,6 +92,8 @@ class CoordinatorActor:
 
     def report_bound(self, bound: Bound, worker: str) -> bool:
         with self.lock:
+            if self.final is not None:
+                return False
             ok = self.coord.offer_bound(bound, worker)
             if ok:
                 self.rundir.checkpoint(self.coord, self.clock.elapsed())
@@ -145,4 +150,5 @@ class CoordinatorActor:
             doc["run_dir"] = str(self.rundir.path)
             self.rundir.checkpoint(self.coord, elapsed)
             self.rundir.write_result(doc)
+            self.final = doc
             return doc
