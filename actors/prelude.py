@@ -16,9 +16,11 @@ or repeated. The job then stands for bound slot 0. The time limit counts from th
 prelude's start, so Ray's start-up is part of it. The islands start when Ray is up,
 about as late as they did when the head start began after Ray's start-up.
 
-The job's process runs at the niceness Ray gives its workers, so Ray's own daemons get
-the CPUs they need to start while the job uses what is left, and once Ray is up the
-job shares the CPUs with the islands as a bound actor would.
+The job's process first runs at the driver's niceness: during the head start it has
+the cores to itself, as plain CP-SAT would. Once Ray is up it drops to the niceness Ray
+gives its workers (:meth:`Prelude.demote`), so it shares the CPUs with the islands as a
+bound actor would (at the driver's niceness it took ~95 % of them: an island actor
+needed 15 s to start instead of 0.7 s).
 
 Why a process and not a thread: Ray starts its daemons with ``preexec_fn``, which is
 not safe while other threads of the forking process run (solver threads hold locks
@@ -42,9 +44,8 @@ from problems import registry
 
 #: seconds of the first island's single epoch
 EPOCH_S = 0.5
-#: Ray starts its worker processes at this niceness (its ``worker_niceness``); the job takes
-#: the same, so that it shares the CPUs with the islands as a bound actor would (at 0 it
-#: took ~95 % of them: an island actor needed 15 s to start instead of 0.7 s)
+#: Ray starts its worker processes at this niceness (its ``worker_niceness``); the job
+#: takes the same once Ray is up
 WORKER_NICENESS = 15
 
 
@@ -110,10 +111,6 @@ def _child_main(problem_name: str, problem: Any, params: dict[str, Any], spec: d
                 num_threads: int, conn: Any, stop: Any, deadline: float, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's; it stops us
     _die_with_parent()
-    try:
-        os.nice(WORKER_NICENESS - os.nice(0))
-    except OSError:
-        pass
     ctx = _ChildContext(conn, stop, deadline, parent)
     error = None
     try:
@@ -230,6 +227,22 @@ class Prelude:
         self.actor = coord
         coord.hello.remote(self.name, "driver")
         coord.report_evals.remote("search-0-driver", self.evals)
+
+    def demote(self) -> None:
+        """Lower the job's priority to Ray's worker niceness (all its threads: on Linux
+        niceness is per thread, and the solver's threads already exist)."""
+        pid = self.proc.pid
+        if pid is None:
+            return
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            tids = [pid]
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, max(WORKER_NICENESS, os.getpriority(os.PRIO_PROCESS, tid)))
+            except OSError:  # the thread ended, or the platform cannot: priorities stay as they are
+                pass
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the job and reap its process (terminated if it does not stop in time)."""

@@ -187,3 +187,36 @@ def test_prelude_hands_over_to_ray_without_losing_reports(tmp_path: Path) -> Non
     lbs = [e["value"] for e in events if e["kind"] == "lower"]
     assert doc["lower_bound"] == max(lbs)
     _check_solution(f, doc)
+
+
+def _threads_then_wait(n: int, ready, release) -> None:
+    ts = [threading.Thread(target=release.wait) for _ in range(n)]
+    for t in ts:
+        t.start()
+    ready.set()
+    release.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="per-thread niceness is read from /proc")
+def test_prelude_demote_lowers_every_thread_of_the_job() -> None:
+    import multiprocessing
+    import os
+    from types import SimpleNamespace
+
+    from actors.prelude import WORKER_NICENESS, Prelude
+
+    mp = multiprocessing.get_context("fork")
+    ready, release = mp.Event(), mp.Event()
+    proc = mp.Process(target=_threads_then_wait, args=(3, ready, release), daemon=True)
+    proc.start()
+    try:
+        assert ready.wait(10)
+        tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert len(tids) == 4
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+        assert all(os.getpriority(os.PRIO_PROCESS, t) == base for t in tids)
+        Prelude.demote(SimpleNamespace(proc=proc))  # only the process is used
+        assert all(os.getpriority(os.PRIO_PROCESS, t) == max(base, WORKER_NICENESS) for t in tids)
+    finally:
+        release.set()
+        proc.join(10)
