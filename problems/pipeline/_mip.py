@@ -75,12 +75,45 @@ def lemma33_work(problem: PipelineProblem, k: int) -> Fraction:
     return max(max(w), sum(w) / k)
 
 
+def neighbourhood_bound(problem: PipelineProblem) -> Fraction:
+    """``max_v`` of a lower bound on the cost of any block holding ``v``, exactly (any k).
+
+    Each distinct producer ``u`` of ``v`` is either in the block (its work counts) or
+    outside (its tensor is an input of the block: ``size_out(u) / B``); if ``v`` has a
+    consumer, either all its consumers are in the block (their work counts) or ``v``'s
+    tensor leaves it (``size_out(v) / B``). These terms are of distinct nodes and
+    tensors, and every other term of the block cost is non-negative, so
+
+        f(S) >= work(v) + sum_u min(size_out(u) / B, work(u))
+                + min(size_out(v) / B, sum_w work(w))          (w: the consumers of v).
+
+    Lemma 3.3's ``max_v work(v)`` is the special case with no neighbours. Where a heavy
+    op's own tensors are large (REGAL-style graphs) this is far above it.
+    """
+    bw = Fraction(problem.bandwidth)
+    work = [Fraction(float(w)) for w in problem.work]
+    size = [int(x) for x in problem.size_out]
+    pred_ptr, pred = problem.pred_ptr, problem.pred
+    succ_ptr, succ = problem.succ_ptr, problem.succ
+    best = Fraction(0)
+    for v in range(problem.n):
+        total = work[v]
+        for u in sorted({int(x) for x in pred[pred_ptr[v]:pred_ptr[v + 1]]}):
+            total += min(Fraction(size[u]) / bw, work[u])
+        consumers = {int(x) for x in succ[succ_ptr[v]:succ_ptr[v + 1]]}
+        if consumers:
+            total += min(Fraction(size[v]) / bw, sum((work[w] for w in consumers), Fraction(0)))
+        best = max(best, total)
+    return best
+
+
 def simple_parts(problem: PipelineProblem, k: int) -> dict[str, Fraction]:
     """The closed-form bounds of :func:`problems.pipeline.bounds.simple_bound`, exactly.
 
-    Keys: ``lemma_3_3`` always; ``per_node`` and ``averaged`` when the memory is limited.
+    Keys: ``lemma_3_3`` and ``neighbourhood`` always; ``per_node`` and ``averaged`` when the
+    memory is limited.
     """
-    parts = {"lemma_3_3": lemma33_work(problem, k)}
+    parts = {"lemma_3_3": lemma33_work(problem, k), "neighbourhood": neighbourhood_bound(problem)}
     if problem.memory is not None and problem.n:
         bw = Fraction(problem.bandwidth)
         mem = int(problem.memory)

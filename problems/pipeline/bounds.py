@@ -77,6 +77,9 @@ def simple_bound(problem: PipelineProblem, k: int) -> Bound:
     """Closed-form lower bound, the maximum of:
 
     * Lemma 3.3: ``max(max_v work(v), W / k)``;
+    * neighbourhood: per node, its work plus, for each producer and for its consumers, the
+      cheaper of the tensor crossing the block boundary or the neighbours' work joining
+      the block (:func:`problems.pipeline._mip.neighbourhood_bound`);
     * with memory M, per node: the block holding v costs at least
       ``work(v) + (size_param(v) + ws(v) - M)^+ / B`` (its peak is at least ``ws(v)``);
     * with memory M, averaged: the k block costs sum to at least
