@@ -98,7 +98,7 @@ def neighbourhood_bound(problem: PipelineProblem) -> Fraction:
     best = Fraction(0)
     for v in range(problem.n):
         total = work[v]
-        for u in sorted({int(x) for x in pred[pred_ptr[v]:pred_ptr[v + 1]]}):
+        for u in {int(x) for x in pred[pred_ptr[v]:pred_ptr[v + 1]]}:  # exact sum: any order
             total += min(Fraction(size[u]) / bw, work[u])
         consumers = {int(x) for x in succ[succ_ptr[v]:succ_ptr[v + 1]]}
         if consumers:
