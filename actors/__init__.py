@@ -1,19 +1,30 @@
 """Thin Ray actors over engine/ and problems/ code.
 
 The plain classes live in their modules (testable without Ray); ``ray.remote`` is
-applied once, here.
+applied once, here, on first use: importing the package does not import Ray, so a
+local run can fork its head-start job before paying for ``import ray`` (about 0.7 s
+on a small machine; :mod:`actors.prelude`).
 """
 
 from __future__ import annotations
 
-import ray
-
-from actors.bound_worker import BoundWorker
-from actors.coordinator import CoordinatorActor as _Coordinator
-from actors.search_worker import SearchWorker
-
-CoordinatorActor = ray.remote(_Coordinator)
-SearchWorkerActor = ray.remote(SearchWorker)
-BoundWorkerActor = ray.remote(BoundWorker)
+from typing import Any
 
 __all__ = ["CoordinatorActor", "SearchWorkerActor", "BoundWorkerActor"]
+
+_remote: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'actors' has no attribute {name!r}")
+    if not _remote:
+        import ray
+
+        from actors.bound_worker import BoundWorker
+        from actors.coordinator import CoordinatorActor as _Coordinator
+        from actors.search_worker import SearchWorker
+
+        _remote.update(CoordinatorActor=ray.remote(_Coordinator), SearchWorkerActor=ray.remote(SearchWorker),
+                       BoundWorkerActor=ray.remote(BoundWorker))
+    return _remote[name]

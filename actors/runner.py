@@ -24,16 +24,13 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 import uuid
 from typing import Any, Callable
 
-import ray
-
-from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
 from actors.prelude import Prelude
 from actors.prelude import available as prelude_available
-from cluster.connect import connect
 from engine.rundir import file_digest
 
 
@@ -73,6 +70,11 @@ def default_head_start(time_limit_s: float) -> float:
     return min(20.0, max(2.0, 0.2 * time_limit_s))
 
 
+def _ray_started() -> bool:
+    ray = sys.modules.get("ray")  # not imported yet: certainly not started
+    return ray is not None and ray.is_initialized()
+
+
 def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
         target_gap: float, seed: int, run_dir: str, resume: bool = False, address: str | None = None,
         workers: int | None = None, cpus_per_worker: float = 1.0, bounds: bool = True,
@@ -100,7 +102,7 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
               "address": address, "cpus_per_worker": cpus_per_worker}
 
     prelude = None
-    if address is None and not resume and not ray.is_initialized() and wants_head and prelude_available():
+    if address is None and not resume and not _ray_started() and wants_head and prelude_available():
         head = default_head_start(time_limit_s) if head_start_s is None else head_start_s
         if head > 0:  # the head start runs in this process, before Ray starts (actors/prelude.py)
             total = workers or max(1, int((os.cpu_count() or 1) // cpus_per_worker))
@@ -113,6 +115,13 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             reason = prelude.run(head, progress, poll_s)
             if reason is not None:
                 return _finish_prelude(prelude, reason)
+    # Ray is imported only now, so that the head-start job above was forked without
+    # waiting for it
+    import ray
+
+    from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
+    from cluster.connect import connect
+
     try:
         resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
                             namespace=namespace)

@@ -27,3 +27,15 @@ def test_engine_and_problems_never_import_ray() -> None:
 
 def test_the_check_can_see_a_ray_import() -> None:
     assert "ray" in _imports(ROOT / "actors" / "__init__.py")
+
+
+def test_the_local_run_path_imports_ray_only_after_the_head_start_fork() -> None:
+    # actors.runner forks the head-start job before Ray is needed; importing Ray first
+    # would delay that job by the import's ~0.7 s on every local run
+    import subprocess
+    import sys
+
+    code = ("import sys, launch, actors, actors.runner, actors.prelude, problems.registry; "
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
