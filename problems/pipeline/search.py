@@ -104,6 +104,9 @@ class PipelineSearch:
         """Search for about ``budget_s`` seconds; returns evaluations made.
 
         ``on_improvement(value, split)`` is called for each new best of this island.
+        At least one batch is evaluated (unless ``should_stop()`` is already true), and the
+        first batch of an island is always its first generation (the seeded chromosomes),
+        so even a very short first step reports the seeded partitions.
         """
         t_end = time.monotonic() + budget_s
         best_before = min(self.ga.best_cost, self.rand.best_cost)
@@ -112,10 +115,12 @@ class PipelineSearch:
             return time.monotonic() >= t_end or should_stop()
 
         n = 0
-        while not stop():
-            use_random = self._rand_evals < self.random_share * max(1, self.evals)
+        first = True
+        while not should_stop() and (first or not stop()):
+            use_random = self.evals > 0 and self._rand_evals < self.random_share * self.evals
             search = self.rand if use_random else self.ga
-            k = run_local(search, self._score, stop, max_evals=1)
+            k = run_local(search, self._score, should_stop if first else stop, max_evals=1)
+            first = False
             n += k
             self.evals += k
             if use_random:
