@@ -110,17 +110,11 @@ class PipelineSearch:
         """
         t_end = time.monotonic() + budget_s
         best_before = min(self.ga.best_cost, self.rand.best_cost)
-
-        def stop() -> bool:
-            return time.monotonic() >= t_end or should_stop()
-
         n = 0
-        first = True
-        while not should_stop() and (first or not stop()):
+        while not should_stop():
             use_random = self.evals > 0 and self._rand_evals < self.random_share * self.evals
             search = self.rand if use_random else self.ga
-            k = run_local(search, self._score, should_stop if first else stop, max_evals=1)
-            first = False
+            k = run_local(search, self._score, should_stop, max_evals=1)
             n += k
             self.evals += k
             if use_random:
@@ -135,6 +129,8 @@ class PipelineSearch:
                     value, split = self.best()
                     if split is not None:
                         on_improvement(value, split)
+            if time.monotonic() >= t_end:  # checked after the batch: a step makes at least one
+                break
         return n
 
     def migrants(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
