@@ -111,3 +111,24 @@ def test_evaluate_command_rescores(tiny: Path, tmp_path: Path) -> None:
     out.write_text(json.dumps({"k": 2, "blocks": [1] * 3 + [0] * 4, "order": list(range(p.n))[::-1]}))
     res = CliRunner().invoke(main, ["pipeline", "evaluate", str(tiny), str(out)])
     assert res.exit_code == 2 and "error:" in res.output
+
+
+def test_process_exit_keeps_output_files_and_codes(tiny: Path, tmp_path: Path) -> None:
+    """``python launch.py`` ends through ``run``'s quick exit: stdout, the --out file and the
+    exit code must be what ``main`` produced (0 on success, 2 with one line on bad input)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, str(root / "launch.py"), "pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "1",
+           "--no-bounds", "--quiet", "--in-process", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert doc["objective"] == pytest.approx(evaluate(load_graph(tiny), doc["blocks"]).objective, rel=1e-12)
+    assert "objective" in res.stdout
+    res = subprocess.run([*cmd[:5], "-k", "0", "--quiet"], capture_output=True, text=True, cwd=root, timeout=120)
+    assert res.returncode == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: -k: must be >= 1"), res.stderr
