@@ -37,14 +37,19 @@ from engine.rundir import file_digest
 log = logging.getLogger("gapstop")
 
 
+#: how long a finished run waits for the head-start job to stop before terminating it: the
+#: result is written, and CP-SAT can take 0.2 s to notice a stop it gets mid-search
+FINISHED_STOP_WAIT_S = 0.05
+
+
 def _finish_prelude(prelude: Prelude, reason: str) -> dict[str, Any]:
     doc = prelude.finish(reason)
-    _stop_prelude(prelude)
+    _stop_prelude(prelude, FINISHED_STOP_WAIT_S)
     return doc
 
 
-def _stop_prelude(prelude: Prelude) -> None:
-    prelude.stop()
+def _stop_prelude(prelude: Prelude, timeout_s: float = 5.0) -> None:
+    prelude.stop(timeout_s)
     if prelude.error is not None:
         log.warning("the head-start bound job failed:\n%s", prelude.error)
 

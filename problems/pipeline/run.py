@@ -131,7 +131,8 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         ctx.bound(Bound(f"{GUESS_GROUP}[{j}]", b.value, b.status, b.wall_s, b.solver,
                         {**b.detail, "group": GUESS_GROUP, "member": j, "members": k}))
     elif kind == "exact":
-        spectral = _spectral_alongside(problem, k, ctx, budget, float(spec.get("head_start_s", 0.0)))
+        proven = threading.Event()  # the MIP proved optimality: the spectral bound has nothing left to add
+        spectral = _spectral_alongside(problem, k, ctx, budget, float(spec.get("head_start_s", 0.0)), proven)
         _, inc = ctx.incumbent()
         hint = None if inc is None else inc["blocks"]
         # CP-SAT raises its bound in many tiny steps; only steps of 1e-4 go out live (the
@@ -146,32 +147,40 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         # CP-SAT needs >= 2 threads for its portfolio (LNS included): with one it finds far
         # worse partitions (regal_000, k=16, 20 s: 3558 with 1 thread, 2136 with 2).
         common["num_workers"] = max(EXACT_MIN_THREADS, num_workers)
-        ctx.bound(bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, **common))
+        b = bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, **common)
+        if b.status == "optimal":
+            proven.set()
+        ctx.bound(b)
         spectral.join()
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
 
 
 def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: float,
-                        delay_s: float = 0.0) -> threading.Thread:
+                        delay_s: float = 0.0, proven: threading.Event | None = None) -> threading.Thread:
     """Start the spectral bound in a thread next to the exact MIP, not before it: it takes
     seconds and is strong where the MIP's bound is weak (communication-heavy graphs), but
     must not delay a MIP that proves optimality within seconds. ``delay_s``: wait this
-    long first (the MIP's head start), unless the run stops."""
+    long first (the MIP's head start), unless the run stops. Once ``proven`` is set the
+    thread ends at once (the job then ends without waiting for the driver's stop)."""
     from problems.pipeline import bounds
 
     report = live_bound(ctx, "spectral", "eigenvalues", 1e-3)
     t_start = time.monotonic() + delay_s
+    proven = proven if proven is not None else threading.Event()
+
+    def should_stop() -> bool:
+        return proven.is_set() or ctx.should_stop()
 
     def work() -> None:
         while time.monotonic() < t_start:
-            if ctx.should_stop():
+            if should_stop():
                 return
-            time.sleep(0.05)
+            proven.wait(min(0.05, max(0.0, t_start - time.monotonic())))
         budget_left = budget - delay_s
-        if budget_left <= 0:
+        if budget_left <= 0 or should_stop():
             return
-        ctx.bound(bounds.spectral_bound(problem, k, min(budget_left, SPECTRAL_MAX_S), should_stop=ctx.should_stop,
+        ctx.bound(bounds.spectral_bound(problem, k, min(budget_left, SPECTRAL_MAX_S), should_stop=should_stop,
                                         on_improve=report))
 
     th = threading.Thread(target=work, name="spectral-bound", daemon=True)

@@ -1,0 +1,52 @@
+"""Bound jobs as the engine runs them (problems/pipeline/run.run_bound_job)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from engine.records import Bound
+from problems.pipeline.generators import random_dag
+from problems.pipeline.run import run_bound_job
+from tests.problems.pipeline import reference as ref
+
+
+class _Ctx:
+    """A job context that never asks the job to stop (the driver is slow to react)."""
+
+    def __init__(self, time_limit_s: float) -> None:
+        self.deadline = time.monotonic() + time_limit_s
+        self.bounds: list[Bound] = []
+        self.solutions: list[Any] = []
+
+    def bound(self, b: Bound) -> None:
+        self.bounds.append(b)
+
+    def solution(self, sol: Any, source: str) -> None:
+        self.solutions.append(sol)
+
+    def incumbent(self) -> tuple[None, None]:
+        return None, None
+
+    def time_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def should_stop(self) -> bool:
+        return False
+
+
+@pytest.mark.mip
+def test_exact_job_ends_when_its_mip_proves_optimality() -> None:
+    """The spectral thread next to the MIP waits out the head start; once the MIP has proved
+    optimality the job must end at once, not after that wait (or a spectral run)."""
+    p = random_dag(7, 3, memory=False, k_hint=3)
+    ctx = _Ctx(120.0)
+    t0 = time.monotonic()
+    run_bound_job(p, 3, {"kind": "exact", "head_start_s": 60.0}, ctx, seed=0, parallel=True, num_workers=1)
+    assert time.monotonic() - t0 < 30.0
+    final = [b for b in ctx.bounds if b.method == "exact" and b.status == "optimal"]
+    assert len(final) == 1
+    assert final[0].value == pytest.approx(ref.brute_force(p, 3), rel=1e-9)
+    assert not [b for b in ctx.bounds if b.method == "spectral"]
