@@ -225,7 +225,8 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         it += 1
         w, lam_sum = _steps_weights(steps, lam, lo, hi)
         BK.penalty_unary(unary, problem.node_usage, problem.node_ptr, w, theta)
-        inner, exact_inner = dual.bound(theta, iterations=inner_iterations, deadline=deadline, label=True)
+        inner, exact_inner = dual.bound(theta, iterations=inner_iterations, deadline=deadline, label=True,
+                                         certify_every=inner_iterations)
         if inner == math.inf:
             detail.update(iterations=it, reason="no admissible assignment")
             return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
