@@ -92,7 +92,8 @@ def test_search_steps_keep_the_incumbent_feasible_and_monotone():
     assert s.moves >= 4 and s.cost == costs[-1] == evaluate(p, s.sol).cost
     for kind in lns.NeighbourhoodSearch.KINDS:
         nodes = getattr(s, kind)()
-        assert len(nodes) <= s.size and len(np.unique(nodes)) == len(nodes)
+        # a component is taken whole up to max_size; the other kinds follow the adaptive size
+        assert len(nodes) <= (s.max_size if kind == "component" else s.size) and len(np.unique(nodes)) == len(nodes)
         assert np.all(prep.net.k[nodes] > 1)
 
 
@@ -198,3 +199,51 @@ def test_runner_with_recombination_reports_an_exact_feasible_cost():
     r = solve(p, time_limit_s=3.0, seed=0, workers=2, recombine=True, recombine_share=0.3)
     assert r["feasible"] and evaluate(p, r["solution"]).cost == r["cost"]
     assert r["elapsed_s"] < 5.0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_class_components_match_a_plain_union_find(seed):
+    """Components of same-strategy-count nodes (k > 1), from the raw edge list by a separate union-find."""
+    p = random_instance(50, seed, max_k=3, edge_p=0.08)
+    k = p.num_strategies
+    parent = list(range(p.n))
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for u, v in zip(p.edge_u.tolist(), p.edge_v.tolist()):
+        if u != v and k[u] == k[v] and k[u] > 1:
+            parent[find(u)] = find(v)
+    groups = {}
+    for v in range(p.n):
+        if k[v] > 1:
+            groups.setdefault(find(v), []).append(v)
+    for min_size in (1, 3):
+        want = sorted(sorted(g) for g in groups.values() if len(g) >= min_size)
+        got = lns.class_components(prepare(p), min_size)
+        assert [len(c) for c in got] == sorted((len(c) for c in got), reverse=True)
+        assert sorted(c.tolist() for c in got) == want
+
+
+@pytest.mark.mip
+def test_prioritized_components_come_first_and_moves_stay_exact():
+    p = random_instance(80, 3, max_k=3, edge_p=0.05, limit_quantile=0.4)
+    prep = prepare(p)
+    rng = np.random.default_rng(0)
+    sol = _feasible_start(p, rng)
+    if sol is None:
+        sol = np.array([int(np.argmin(p.node_usage[p.node_ptr[v]:p.node_ptr[v + 1]])) for v in range(p.n)])
+    s = lns.NeighbourhoodSearch(prep, sol, seed=2, size=10, move_time_s=2.0)
+    s.MIN_COMPONENT = 2
+    comps = s.components()
+    assert len(comps) >= 2
+    other = sol.copy()
+    target = comps[-1]  # the smallest: only the disagreement can put it first
+    other[target] = (other[target] + 1) % p.num_strategies[target]
+    s.prioritize([other])
+    assert np.array_equal(s.component(), target)
+    for cost, found in s.step(1.0):
+        ev = evaluate(p, found)
+        assert ev.feasible and ev.cost == cost
