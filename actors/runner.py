@@ -21,13 +21,16 @@ starts Ray; otherwise the job goes on in its own process and stands for bound sl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from actors.prelude import Prelude
 from actors.prelude import available as prelude_available
@@ -52,6 +55,31 @@ def _stop_prelude(prelude: Prelude, timeout_s: float = 5.0) -> None:
     prelude.stop(timeout_s)
     if prelude.error is not None:
         log.warning("the head-start bound job failed:\n%s", prelude.error)
+
+
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[list[bool]]:
+    """Hold Ctrl-C (SIGINT) back while the block runs; yields a flag list, ``[True]`` if one came.
+
+    Between Ray's start and the coordinator actor's main loop the run's state is half
+    handed over (the driver's coordinator to the actor); an interrupt there used to
+    escape as a bare KeyboardInterrupt and lose the result. The block takes seconds at
+    most; the interrupt is then handled as in the main loop. Only the main thread can
+    take signals, so elsewhere nothing changes.
+    """
+    got = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        got[0] = True
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _slot_plan(total: int, with_bounds: bool) -> tuple[int, int]:
@@ -130,126 +158,133 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     try:
         resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
                             namespace=namespace)
+    except KeyboardInterrupt:
+        if prelude is None:
+            raise
+        ray.shutdown()  # whatever of Ray had started
+        return _finish_prelude(prelude, "interrupted")  # the driver still holds the whole state
     except BaseException:
         if prelude is not None:
             _stop_prelude(prelude)
         raise
-    if prelude is not None:
-        # the job kept going while Ray started; if that settled the run, no actor is needed
-        prelude.pump()
-        settled = prelude.local.poll()["stop"]
-        if settled is not None:
-            return _finish_prelude(prelude, str(settled))
-        head = 0.0  # the head start was the prelude
-        prelude.demote()  # from now on it shares the CPUs with the actors
-    else:
-        total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
-        n_search, n_bound = _slot_plan(total, bounds)
-        if head_start_s is None:
-            single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
-            head_start_s = default_head_start(time_limit_s) if single_node else 0.0
-        head = head_start_s if wants_head else 0.0
-        for s in exact:
-            s["head_start_s"] = head
-        config.update(workers=total, search_workers=n_search, bound_workers=n_bound, head_start_s=head)
-    problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
-    coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
-        problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume,
-        None if prelude is None else prelude.started_at)
-    running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
-    restarts: dict[tuple[str, int], int] = {}
-    generation: dict[tuple[str, int], int] = {}
-
-    def start_search(slot: int) -> None:
-        g = generation.get(("search", slot), 0)
-        generation[("search", slot)] = g + 1
-        name = f"search-{slot}" + (f"r{g}" if g else "")
-        a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
-            problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
-        running[a.run.remote(coord)] = ("search", slot, a, None)
-
-    others = [s for s in specs if not s.get("dedicated")]
-    members = [s for s in others if "j" in s]
-    slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
-    # with a prelude, its job (in the driver) stands for bound slot 0
-    bound_slots = range(1 if prelude is not None else 0, n_bound)
-
-    def budget_of(s: dict[str, Any]) -> float:
-        return slice_s if "j" in s else float(s.get("share", 1.0)) * max(0.0, t_end - time.monotonic())
-
-    queue: list[dict[str, Any]] = list(others)
-    bound_actors: dict[int, Any] = {}
-
-    def bound_actor(slot: int, fresh: bool = False) -> Any:
-        if fresh or slot not in bound_actors:
-            g = generation.get(("bound", slot), 0)
-            generation[("bound", slot)] = g + 1
-            name = f"bound-{slot}" + (f"r{g}" if g else "")
-            bound_actors[slot] = BoundWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
-                problem_name, problem_ref, params, seed, name, max(1, int(cpus_per_worker)))
-        return bound_actors[slot]
-
-    def start_bound(slot: int, fresh: bool = False) -> None:
-        left = t_end - time.monotonic()
-        if left <= 0.5:
-            return
-        if slot == 0 and exact:
-            spec, budget = exact.pop(), left  # once; a restarted slot 0 puts it back
-        elif queue:
-            spec = queue.pop(0)
-            budget = budget_of(spec)
-        else:
-            spec, budget = _rerun_weakest(coord, members, slice_s)
-            if spec is None:
-                return
-        a = bound_actor(slot, fresh)
-        running[a.run.remote(coord, spec, min(budget, left))] = ("bound", slot, a, spec)
-
-    def _rerun_weakest(coord: Any, members: list[dict[str, Any]], base: float) -> tuple[Any, float]:
-        if not members:
-            return None, 0.0
-        cur = ray.get(coord.member_bounds.remote("guess-the-bottleneck"))
-        st = ray.get(coord.poll.remote())
-        open_ = [s for s in members if cur.get(s["j"], -math.inf) < (st["ub"] or math.inf)]
-        if not open_:
-            return None, 0.0
-        weakest = min(open_, key=lambda s: cur.get(s["j"], -math.inf))
-        rounds = weakest.setdefault("_rounds", 1)
-        weakest["_rounds"] = rounds + 1
-        return weakest, base * (2 ** rounds)
-
-    # Bound actors are created while the coordinator starts, so their process start-up and
-    # imports overlap its; on a small machine start-up is CPU-bound, and the dedicated job
-    # is the one that may end the run within seconds, so the islands come after it.
-    for i in bound_slots:
-        bound_actor(i)
-    try:
-        ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
-    except Exception:
-        for a in [*bound_actors.values(), coord]:
-            ray.kill(a, no_restart=True)
+    # Ctrl-C from here to the main loop is held back (see _deferred_interrupt)
+    with _deferred_interrupt() as interrupted:
         if prelude is not None:
-            _stop_prelude(prelude)
-        raise
-    if prelude is not None:
-        prelude.hand_over(coord)
-        t_end = prelude.t_end
-    else:
-        t_end = time.monotonic() + time_limit_s
-    if head > 0:
-        ray.get(coord.set_hold.remote(True))
-    for i in bound_slots:
-        start_bound(i)
-    # The head start runs from the moment the dedicated job's worker starts it (its hello),
-    # or at the latest HELLO_WAIT_S from now. Islands start at once: their first epoch
-    # reports the seeded solutions, then they wait until the hold is lifted.
-    started = head <= 0
-    holding = not started
-    t_release = time.monotonic() + head + (0.0 if started else HELLO_WAIT_S)
-    for i in range(n_search):
-        start_search(i)
+            # the job kept going while Ray started; if that settled the run, no actor is needed
+            prelude.pump()
+            settled = prelude.local.poll()["stop"]
+            if settled is not None:
+                return _finish_prelude(prelude, str(settled))
+            head = 0.0  # the head start was the prelude
+            prelude.demote()  # from now on it shares the CPUs with the actors
+        else:
+            total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
+            n_search, n_bound = _slot_plan(total, bounds)
+            if head_start_s is None:
+                single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
+                head_start_s = default_head_start(time_limit_s) if single_node else 0.0
+            head = head_start_s if wants_head else 0.0
+            for s in exact:
+                s["head_start_s"] = head
+            config.update(workers=total, search_workers=n_search, bound_workers=n_bound, head_start_s=head)
+        problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
+        coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
+            problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume,
+            None if prelude is None else prelude.started_at)
+        running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
+        restarts: dict[tuple[str, int], int] = {}
+        generation: dict[tuple[str, int], int] = {}
 
-    reason = None
+        def start_search(slot: int) -> None:
+            g = generation.get(("search", slot), 0)
+            generation[("search", slot)] = g + 1
+            name = f"search-{slot}" + (f"r{g}" if g else "")
+            a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
+                problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
+            running[a.run.remote(coord)] = ("search", slot, a, None)
+
+        others = [s for s in specs if not s.get("dedicated")]
+        members = [s for s in others if "j" in s]
+        slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
+        # with a prelude, its job (in the driver) stands for bound slot 0
+        bound_slots = range(1 if prelude is not None else 0, n_bound)
+
+        def budget_of(s: dict[str, Any]) -> float:
+            return slice_s if "j" in s else float(s.get("share", 1.0)) * max(0.0, t_end - time.monotonic())
+
+        queue: list[dict[str, Any]] = list(others)
+        bound_actors: dict[int, Any] = {}
+
+        def bound_actor(slot: int, fresh: bool = False) -> Any:
+            if fresh or slot not in bound_actors:
+                g = generation.get(("bound", slot), 0)
+                generation[("bound", slot)] = g + 1
+                name = f"bound-{slot}" + (f"r{g}" if g else "")
+                bound_actors[slot] = BoundWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
+                    problem_name, problem_ref, params, seed, name, max(1, int(cpus_per_worker)))
+            return bound_actors[slot]
+
+        def start_bound(slot: int, fresh: bool = False) -> None:
+            left = t_end - time.monotonic()
+            if left <= 0.5:
+                return
+            if slot == 0 and exact:
+                spec, budget = exact.pop(), left  # once; a restarted slot 0 puts it back
+            elif queue:
+                spec = queue.pop(0)
+                budget = budget_of(spec)
+            else:
+                spec, budget = _rerun_weakest(coord, members, slice_s)
+                if spec is None:
+                    return
+            a = bound_actor(slot, fresh)
+            running[a.run.remote(coord, spec, min(budget, left))] = ("bound", slot, a, spec)
+
+        def _rerun_weakest(coord: Any, members: list[dict[str, Any]], base: float) -> tuple[Any, float]:
+            if not members:
+                return None, 0.0
+            cur = ray.get(coord.member_bounds.remote("guess-the-bottleneck"))
+            st = ray.get(coord.poll.remote())
+            open_ = [s for s in members if cur.get(s["j"], -math.inf) < (st["ub"] or math.inf)]
+            if not open_:
+                return None, 0.0
+            weakest = min(open_, key=lambda s: cur.get(s["j"], -math.inf))
+            rounds = weakest.setdefault("_rounds", 1)
+            weakest["_rounds"] = rounds + 1
+            return weakest, base * (2 ** rounds)
+
+        # Bound actors are created while the coordinator starts, so their process start-up and
+        # imports overlap its; on a small machine start-up is CPU-bound, and the dedicated job
+        # is the one that may end the run within seconds, so the islands come after it.
+        for i in bound_slots:
+            bound_actor(i)
+        try:
+            ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
+        except Exception:
+            for a in [*bound_actors.values(), coord]:
+                ray.kill(a, no_restart=True)
+            if prelude is not None:
+                _stop_prelude(prelude)
+            raise
+        if prelude is not None:
+            prelude.hand_over(coord)
+            t_end = prelude.t_end
+        else:
+            t_end = time.monotonic() + time_limit_s
+        if head > 0:
+            ray.get(coord.set_hold.remote(True))
+        for i in bound_slots:
+            start_bound(i)
+        # The head start runs from the moment the dedicated job's worker starts it (its hello),
+        # or at the latest HELLO_WAIT_S from now. Islands start at once: their first epoch
+        # reports the seeded solutions, then they wait until the hold is lifted.
+        started = head <= 0
+        holding = not started
+        t_release = time.monotonic() + head + (0.0 if started else HELLO_WAIT_S)
+        for i in range(n_search):
+            start_search(i)
+
+    reason = "interrupted" if interrupted[0] else None
     try:
         while reason is None:
             if prelude is not None:

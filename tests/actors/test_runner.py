@@ -220,3 +220,45 @@ def test_prelude_demote_lowers_every_thread_of_the_job() -> None:
     finally:
         release.set()
         proc.join(10)
+
+
+def test_interrupt_while_ray_starts_keeps_the_prelude_result(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C during Ray's start-up (10 s on a small machine) must end the run with its result,
+    from the driver's coordinator, as during the head start; it used to escape as a bare
+    KeyboardInterrupt (exit 1, no result file)."""
+    import cluster.connect
+
+    def interrupted_connect(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster.connect, "connect", interrupted_connect)
+    f = tmp_path / "g.json"
+    save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not settled within the head start
+    rd = tmp_path / "rd"
+    try:
+        doc = run("pipeline", str(f), {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=str(rd),
+                  workers=2, head_start_s=1.0)
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt escaped the run")
+    assert doc["stopped_because"] == "interrupted" and doc["objective"] is not None, doc
+    assert not ray.is_initialized()
+    _check_solution(f, doc)
+    assert (rd / "result.json").exists()
+
+
+def test_deferred_interrupt_holds_sigint_back_and_restores_the_handler() -> None:
+    import os
+    import signal
+
+    from actors.runner import _deferred_interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    with _deferred_interrupt() as got:
+        assert got == [False]
+        os.kill(os.getpid(), signal.SIGINT)  # would raise KeyboardInterrupt here otherwise
+        time.sleep(0.05)
+        assert got == [True]
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
