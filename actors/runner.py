@@ -167,6 +167,66 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         if prelude is not None:
             _stop_prelude(prelude)
         raise
+    running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
+    restarts: dict[tuple[str, int], int] = {}
+    generation: dict[tuple[str, int], int] = {}
+
+    def start_search(slot: int) -> None:
+        g = generation.get(("search", slot), 0)
+        generation[("search", slot)] = g + 1
+        name = f"search-{slot}" + (f"r{g}" if g else "")
+        a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
+            problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
+        running[a.run.remote(coord)] = ("search", slot, a, None)
+
+    others = [s for s in specs if not s.get("dedicated")]
+    members = [s for s in others if "j" in s]
+    slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
+
+    def budget_of(s: dict[str, Any]) -> float:
+        return slice_s if "j" in s else float(s.get("share", 1.0)) * max(0.0, t_end - time.monotonic())
+
+    queue: list[dict[str, Any]] = list(others)
+    bound_actors: dict[int, Any] = {}
+
+    def bound_actor(slot: int, fresh: bool = False) -> Any:
+        if fresh or slot not in bound_actors:
+            g = generation.get(("bound", slot), 0)
+            generation[("bound", slot)] = g + 1
+            name = f"bound-{slot}" + (f"r{g}" if g else "")
+            bound_actors[slot] = BoundWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
+                problem_name, problem_ref, params, seed, name, max(1, int(cpus_per_worker)))
+        return bound_actors[slot]
+
+    def start_bound(slot: int, fresh: bool = False) -> None:
+        left = t_end - time.monotonic()
+        if left <= 0.5:
+            return
+        if slot == 0 and exact:
+            spec, budget = exact.pop(), left  # once; a restarted slot 0 puts it back
+        elif queue:
+            spec = queue.pop(0)
+            budget = budget_of(spec)
+        else:
+            spec, budget = _rerun_weakest(coord, members, slice_s)
+            if spec is None:
+                return
+        a = bound_actor(slot, fresh)
+        running[a.run.remote(coord, spec, min(budget, left))] = ("bound", slot, a, spec)
+
+    def _rerun_weakest(coord: Any, members: list[dict[str, Any]], base: float) -> tuple[Any, float]:
+        if not members:
+            return None, 0.0
+        cur = ray.get(coord.member_bounds.remote("guess-the-bottleneck"))
+        st = ray.get(coord.poll.remote())
+        open_ = [s for s in members if cur.get(s["j"], -math.inf) < (st["ub"] or math.inf)]
+        if not open_:
+            return None, 0.0
+        weakest = min(open_, key=lambda s: cur.get(s["j"], -math.inf))
+        rounds = weakest.setdefault("_rounds", 1)
+        weakest["_rounds"] = rounds + 1
+        return weakest, base * (2 ** rounds)
+
     # Ctrl-C from here to the main loop is held back (see _deferred_interrupt)
     with _deferred_interrupt() as interrupted:
         if prelude is not None:
@@ -191,68 +251,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
             problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume,
             None if prelude is None else prelude.started_at)
-        running: dict[Any, tuple[str, int, Any, Any]] = {}  # ref -> (kind, slot, actor, spec)
-        restarts: dict[tuple[str, int], int] = {}
-        generation: dict[tuple[str, int], int] = {}
-
-        def start_search(slot: int) -> None:
-            g = generation.get(("search", slot), 0)
-            generation[("search", slot)] = g + 1
-            name = f"search-{slot}" + (f"r{g}" if g else "")
-            a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
-                problem_name, problem_ref, {**params, "_islands": n_search}, seed, slot + 1000 * g, name)
-            running[a.run.remote(coord)] = ("search", slot, a, None)
-
-        others = [s for s in specs if not s.get("dedicated")]
-        members = [s for s in others if "j" in s]
-        slice_s = max(5.0, time_limit_s / max(2, 2 * len(members))) if members else 0.0
         # with a prelude, its job (in the driver) stands for bound slot 0
         bound_slots = range(1 if prelude is not None else 0, n_bound)
-
-        def budget_of(s: dict[str, Any]) -> float:
-            return slice_s if "j" in s else float(s.get("share", 1.0)) * max(0.0, t_end - time.monotonic())
-
-        queue: list[dict[str, Any]] = list(others)
-        bound_actors: dict[int, Any] = {}
-
-        def bound_actor(slot: int, fresh: bool = False) -> Any:
-            if fresh or slot not in bound_actors:
-                g = generation.get(("bound", slot), 0)
-                generation[("bound", slot)] = g + 1
-                name = f"bound-{slot}" + (f"r{g}" if g else "")
-                bound_actors[slot] = BoundWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
-                    problem_name, problem_ref, params, seed, name, max(1, int(cpus_per_worker)))
-            return bound_actors[slot]
-
-        def start_bound(slot: int, fresh: bool = False) -> None:
-            left = t_end - time.monotonic()
-            if left <= 0.5:
-                return
-            if slot == 0 and exact:
-                spec, budget = exact.pop(), left  # once; a restarted slot 0 puts it back
-            elif queue:
-                spec = queue.pop(0)
-                budget = budget_of(spec)
-            else:
-                spec, budget = _rerun_weakest(coord, members, slice_s)
-                if spec is None:
-                    return
-            a = bound_actor(slot, fresh)
-            running[a.run.remote(coord, spec, min(budget, left))] = ("bound", slot, a, spec)
-
-        def _rerun_weakest(coord: Any, members: list[dict[str, Any]], base: float) -> tuple[Any, float]:
-            if not members:
-                return None, 0.0
-            cur = ray.get(coord.member_bounds.remote("guess-the-bottleneck"))
-            st = ray.get(coord.poll.remote())
-            open_ = [s for s in members if cur.get(s["j"], -math.inf) < (st["ub"] or math.inf)]
-            if not open_:
-                return None, 0.0
-            weakest = min(open_, key=lambda s: cur.get(s["j"], -math.inf))
-            rounds = weakest.setdefault("_rounds", 1)
-            weakest["_rounds"] = rounds + 1
-            return weakest, base * (2 ** rounds)
-
         # Bound actors are created while the coordinator starts, so their process start-up and
         # imports overlap its; on a small machine start-up is CPU-bound, and the dedicated job
         # is the one that may end the run within seconds, so the islands come after it.
