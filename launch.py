@@ -128,7 +128,7 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
                 seed: int, run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                 cpus_per_worker: float, quiet: bool, bounds: bool = True) -> dict[str, Any]:
     from actors.runner import run
-    from engine.rundir import default_run_dir
+    from engine.persist import default_run_dir
 
     rd = resume or run_dir or str(default_run_dir())
     show = _status_printer(quiet)

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 
 from actors.prelude import Prelude
 from actors.prelude import available as prelude_available
-from engine.rundir import file_digest
+from engine.persist import file_digest
 
 
 log = logging.getLogger("gapstop")

@@ -1,10 +1,12 @@
-"""Reading input documents and writing result documents safely."""
+"""Reading input documents, writing result documents safely, naming run directories."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,22 @@ def read_json_file(path: str | Path) -> Any:
     except OSError as e:
         raise InputError(f"{path}: cannot read file: {e.strerror or e}") from None
     return parse_json_bytes(path, raw)
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes (identifies the problem a run directory belongs to)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_run_dir(root: str | Path = "runs") -> Path:
+    """``runs/<UTC timestamp>``, made unique with a suffix if it exists."""
+    base = Path(root) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    p, i = base, 1
+    while p.exists():
+        p = base.with_name(f"{base.name}-{i}")
+        i += 1
+    return p

@@ -69,7 +69,7 @@ class PipelineAdapter:
         return split_to_solution(found)
 
     def initial_bounds(self, problem: Any, params: dict[str, Any]) -> list[Any]:
-        from problems.pipeline.bounds import simple_bound
+        from problems.pipeline.closed_form import simple_bound
         return [simple_bound(problem, params["k"])]
 
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -77,7 +77,8 @@ class PipelineAdapter:
         return bound_job_specs(problem, params["k"])
 
     def prepare_bounds(self) -> None:
-        import problems.pipeline.bounds  # noqa: F401  (OR-Tools, compiled kernels)
+        import problems.pipeline.bounds  # noqa: F401  (OR-Tools)
+        import problems.pipeline.evaluate  # noqa: F401  (compiled kernels, for the MIP's hints)
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:

@@ -35,96 +35,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-import numpy as np
-from numpy.typing import NDArray
 from ortools.sat.python import cp_model
 
+from problems.pipeline.closed_form import nudge_down, working_set_bytes
 from problems.pipeline.model import PipelineProblem
 
 #: Integer scale target: the largest possible block cost maps to about this many units.
 SCALE_TARGET = 2 ** 30
-
-_EPS = 2.0 ** -52
-
-
-def nudge_down(x: float, n: int) -> float:
-    """``x`` lowered by a relative ``4 (n + 8)`` ulps, covering float summation of ``n`` terms."""
-    if x == 0.0 or not math.isfinite(x):
-        return x
-    return x - abs(x) * 4.0 * (n + 8) * _EPS
-
-
-def working_set_bytes(problem: PipelineProblem) -> NDArray[np.int64]:
-    """``ws(v) = size_out(v) + sum of size_out over v's producers``: live at v's step.
-
-    In any block S holding v, v's output and all of its inputs (from inside S or
-    from outside, as input tensors) are live while v runs, so ``peak(S) >= ws(v)``.
-    """
-    ws = np.array(problem.size_out, dtype=np.int64)
-    for v in range(problem.n):
-        for e in range(problem.pred_ptr[v], problem.pred_ptr[v + 1]):
-            ws[v] += problem.size_out[problem.pred[e]]
-    return ws
-
-
-def lemma33_work(problem: PipelineProblem, k: int) -> Fraction:
-    """Lemma 3.3 in exact arithmetic: some block has work >= max(max work, W / k)."""
-    if problem.n == 0:
-        return Fraction(0)
-    w = [Fraction(float(x)) for x in problem.work]
-    return max(max(w), sum(w) / k)
-
-
-def neighbourhood_bound(problem: PipelineProblem) -> Fraction:
-    """``max_v`` of a lower bound on the cost of any block holding ``v``, exactly (any k).
-
-    Each distinct producer ``u`` of ``v`` is either in the block (its work counts) or
-    outside (its tensor is an input of the block: ``size_out(u) / B``); if ``v`` has a
-    consumer, either all its consumers are in the block (their work counts) or ``v``'s
-    tensor leaves it (``size_out(v) / B``). These terms are of distinct nodes and
-    tensors, and every other term of the block cost is non-negative, so
-
-        f(S) >= work(v) + sum_u min(size_out(u) / B, work(u))
-                + min(size_out(v) / B, sum_w work(w))          (w: the consumers of v).
-
-    Lemma 3.3's ``max_v work(v)`` is the special case with no neighbours. Where a heavy
-    op's own tensors are large (REGAL-style graphs) this is far above it.
-    """
-    bw = Fraction(problem.bandwidth)
-    work = [Fraction(float(w)) for w in problem.work]
-    size = [int(x) for x in problem.size_out]
-    pred_ptr, pred = problem.pred_ptr, problem.pred
-    succ_ptr, succ = problem.succ_ptr, problem.succ
-    best = Fraction(0)
-    for v in range(problem.n):
-        total = work[v]
-        for u in {int(x) for x in pred[pred_ptr[v]:pred_ptr[v + 1]]}:  # exact sum: any order
-            total += min(Fraction(size[u]) / bw, work[u])
-        consumers = {int(x) for x in succ[succ_ptr[v]:succ_ptr[v + 1]]}
-        if consumers:
-            total += min(Fraction(size[v]) / bw, sum((work[w] for w in consumers), Fraction(0)))
-        best = max(best, total)
-    return best
-
-
-def simple_parts(problem: PipelineProblem, k: int) -> dict[str, Fraction]:
-    """The closed-form bounds of :func:`problems.pipeline.bounds.simple_bound`, exactly.
-
-    Keys: ``lemma_3_3`` and ``neighbourhood`` always; ``per_node`` and ``averaged`` when the
-    memory is limited.
-    """
-    parts = {"lemma_3_3": lemma33_work(problem, k), "neighbourhood": neighbourhood_bound(problem)}
-    if problem.memory is not None and problem.n:
-        bw = Fraction(problem.bandwidth)
-        mem = int(problem.memory)
-        ws = working_set_bytes(problem)
-        work = [Fraction(float(w)) for w in problem.work]
-        parts["per_node"] = max(work[v] + Fraction(max(0, int(problem.size_param[v]) + int(ws[v]) - mem)) / bw
-                                for v in range(problem.n))
-        spill = max(0, int(problem.size_param.sum()) + int(ws.max()) - k * mem)
-        parts["averaged"] = (sum(work, Fraction(0)) + Fraction(spill) / bw) / k
-    return parts
-
 
 @dataclass(frozen=True)
 class Scaled:

@@ -40,10 +40,9 @@ from typing import Any, Callable, Sequence
 
 from ortools.sat.python import cp_model
 
-from engine.errors import InputError
 from engine.records import Bound
 from problems.pipeline import _mip
-from problems.pipeline.evaluate import evaluate
+from problems.pipeline.closed_form import check_k, lemma33_work, simple_bound, simple_parts
 from problems.pipeline.model import PipelineProblem
 from problems.pipeline.spectral import spectral_bound_value
 
@@ -68,36 +67,6 @@ GUESS = "guess-the-bottleneck"
 SOLVER = "cp-sat"
 
 
-def _check_k(problem: PipelineProblem, k: int) -> None:
-    if not isinstance(k, int) or k < 1:
-        raise InputError(f"k: expected an integer >= 1, got {k!r}")
-
-
-def simple_bound(problem: PipelineProblem, k: int) -> Bound:
-    """Closed-form lower bound, the maximum of:
-
-    * Lemma 3.3: ``max(max_v work(v), W / k)``;
-    * neighbourhood: per node, its work plus, for each producer and for its consumers, the
-      cheaper of the tensor crossing the block boundary or the neighbours' work joining
-      the block (:func:`problems.pipeline._mip.neighbourhood_bound`);
-    * with memory M, per node: the block holding v costs at least
-      ``work(v) + (size_param(v) + ws(v) - M)^+ / B`` (its peak is at least ``ws(v)``);
-    * with memory M, averaged: the k block costs sum to at least
-      ``W + (sum size_param + max_v ws(v) - k M)^+ / B``, since
-      ``sum_b (a_b - M)^+ >= (sum_b a_b - k M)^+`` and the peaks sum to at least
-      one working set; the bottleneck is at least a k-th of that.
-
-    Computed in exact rational arithmetic, then nudged down a few ulps.
-    """
-    t0 = time.perf_counter()
-    _check_k(problem, k)
-    parts = _mip.simple_parts(problem, k)
-    detail: dict[str, Any] = {"k": k, **{name: _mip.nudge_down(float(x), problem.n) for name, x in parts.items()}}
-    best = max(parts.values())
-    value = _mip.nudge_down(float(best), problem.n)
-    return Bound("simple", value, "closed-form", time.perf_counter() - t0, "closed-form", detail)
-
-
 def spectral_bound(problem: PipelineProblem, k: int, time_limit_s: float = 5.0, *,
                    should_stop: Callable[[], bool] | None = None,
                    on_improve: Callable[[float], None] | None = None, **_: Any) -> Bound:
@@ -105,7 +74,7 @@ def spectral_bound(problem: PipelineProblem, k: int, time_limit_s: float = 5.0, 
     ``time_limit_s`` seconds; ``on_improve(value)`` reports every rise. Other keyword
     arguments (the MIP methods' solver options) are accepted and ignored."""
     t0 = time.perf_counter()
-    _check_k(problem, k)
+    check_k(problem, k)
     value, detail = spectral_bound_value(problem, k, time_limit_s, should_stop=should_stop,
                                          on_improve=on_improve)
     return Bound("spectral", value, "bound-only", time.perf_counter() - t0, "eigenvalues", {"k": k, **detail})
@@ -113,7 +82,7 @@ def spectral_bound(problem: PipelineProblem, k: int, time_limit_s: float = 5.0, 
 
 def _floor(problem: PipelineProblem, k: int) -> Fraction:
     """The simple bound, exactly: every MIP's bottleneck variable starts there."""
-    return max(_mip.simple_parts(problem, k).values())
+    return max(simple_parts(problem, k).values())
 
 
 def _bound(method: str, status: str, value: float, wall: float, detail: dict[str, Any]) -> Bound:
@@ -142,13 +111,13 @@ def bottleneck_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.
         cp_params: CP-SAT parameter overrides by name.
     """
     t0 = time.perf_counter()
-    _check_k(problem, k)
+    check_k(problem, k)
     if variant not in BOTTLENECK_VARIANTS:
         raise ValueError(f"unknown bottleneck variant {variant!r}")
     sc = _mip.scale(problem)
     pm = _mip.build_partition_model(problem, sc, 3, dag=variant != "bottleneck-no-dag",
                                     io=variant != "bottleneck-no-io", costed=[2],
-                                    heavy_block=2, heavy_work=_mip.lemma33_work(problem, k),
+                                    heavy_block=2, heavy_work=lemma33_work(problem, k),
                                     objective_floor=_floor(problem, k))
     status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
                                      random_seed=random_seed, should_stop=should_stop, cp_params=cp_params)
@@ -176,7 +145,7 @@ class BoundJob:
         empty = ([1] if j == 1 else []) + ([3] if j == k else [])
         pm = _mip.build_partition_model(
             p, sc, 3, empty=empty, costed=[b for b in (1, 2, 3) if b not in empty],
-            counts=[j - 1, 1, k - j], heavy_block=2, heavy_work=_mip.lemma33_work(p, k),
+            counts=[j - 1, 1, k - j], heavy_block=2, heavy_work=lemma33_work(p, k),
             objective_floor=_floor(p, k))
         status, value, _, _ = _mip.solve(pm, p.n, time_limit_s=time_limit_s, num_workers=num_workers,
                                          random_seed=random_seed, should_stop=should_stop, cp_params=cp_params)
@@ -189,7 +158,7 @@ def guess_jobs(problem: PipelineProblem, k: int) -> list[BoundJob]:
 
     LB_j and LB_{k+1-j} differ (edges point from superblock 1 to 3), so all k are needed.
     """
-    _check_k(problem, k)
+    check_k(problem, k)
     return [BoundJob(problem, k, j) for j in range(1, k + 1)]
 
 
@@ -303,13 +272,15 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         InputError: the hint is not an acyclic partition into at most k blocks.
     """
     t0 = time.perf_counter()
-    _check_k(problem, k)
+    check_k(problem, k)
     sc = _mip.scale(problem)
     low = _floor(problem, k)
     if floor is not None and math.isfinite(floor):
         low = max(low, Fraction(floor))
     pm = _mip.build_partition_model(problem, sc, k, objective_floor=low)
     if hint is not None:
+        from problems.pipeline.evaluate import evaluate  # numba: 0.2 s to import, needed for hints only
+
         labels = evaluate(problem, hint, k=k).blocks.tolist()
         _mip.add_hint(pm, problem, labels)
     cb = _Incumbents(pm, problem.n, t0, on_event)

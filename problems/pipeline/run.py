@@ -12,17 +12,22 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.coordinator import Coordinator
 from engine.local_runner import job_budget, live_bound
 from engine.records import Bound
-from problems.pipeline.decoder import SliceDecoder, Split
-from problems.pipeline.evaluate import evaluate
 from problems.pipeline.model import PipelineProblem
-from problems.pipeline.search import PipelineSearch, mla_seeds
+
+if TYPE_CHECKING:
+    from problems.pipeline.decoder import Split
+    from problems.pipeline.search import PipelineSearch
+
+# The decoder, evaluator and search modules load numba (0.2 s) and are imported where
+# used: a local run reads this module before it forks its head-start MIP, which needs
+# none of them.
 
 GUESS_GROUP = "guess-the-bottleneck"
 #: threads of the exact MIP's CP-SAT solve, whatever its worker slot's CPU count
@@ -41,11 +46,15 @@ class PipelineEvaluator:
     """
 
     def __init__(self, problem: PipelineProblem, k: int) -> None:
+        from problems.pipeline.decoder import SliceDecoder
+
         self.problem = problem
         self.k = k
         self.decoder = SliceDecoder(problem, k)
 
     def __call__(self, solution: Any) -> tuple[float, dict[str, Any]]:
+        from problems.pipeline.evaluate import evaluate
+
         ev = evaluate(self.problem, solution["blocks"], solution.get("order"), k=self.k)
         resplit = self.decoder.slice(ev.order)
         if resplit.value < ev.objective:
@@ -62,6 +71,8 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
                 ) -> PipelineSearch:
     """Island ``index`` of a run seeded with ``seed``: its own stream from one SeedSequence,
     its first generation seeded with the MLA and MLA-weighted orders."""
+    from problems.pipeline.search import PipelineSearch, mla_seeds
+
     root = np.random.SeedSequence(seed)
     mla_stream, *islands = root.spawn(index + 2)
     seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
@@ -211,7 +222,7 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     from engine.local_runner import run_threads
     from engine.persist import write_json_atomic
     from engine.stopping import Clock, standard
-    from problems.pipeline.bounds import simple_bound
+    from problems.pipeline.closed_form import simple_bound
 
     clock = Clock()
     holder: dict[str, Coordinator] = {}

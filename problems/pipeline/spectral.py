@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline._mip import nudge_down
+from problems.pipeline.closed_form import nudge_down
 from problems.pipeline.model import PipelineProblem
 
 #: Weight of a tensor's producer-consumer edges, as a fraction of the largest valid one, for

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine.errors import InputError
-from problems.pipeline import _mip, bounds
+from problems.pipeline import _mip, bounds, closed_form
 from problems.pipeline.evaluate import evaluate
 from problems.pipeline.generators import random_dag, regal_like
 from problems.pipeline.model import PipelineProblem
@@ -70,13 +70,13 @@ def test_simple_neighbourhood() -> None:
     # neighbour costs 1 < 4: OPT (k = 3) is the whole chain in one block, 12
     p = _problem([1.0, 10.0, 1.0], edges=[(0, 1), (1, 2)], size_out=[4, 4, 0])
     b = bounds.simple_bound(p, 3)
-    assert float(_mip.lemma33_work(p, 3)) == 10.0
+    assert float(closed_form.lemma33_work(p, 3)) == 10.0
     _assert_nudged(b.value, 12.0)
     assert reference.brute_force(p, 3) == 12.0
     # cheap neighbours join, expensive ones send: 0 -> 1 (tensor 2, work 5), 3 -> 1 (tensor 9,
     # work 1), 1 -> 2 (tensor 3; consumer work 7): 10 + min(2, 5) + min(9, 1) + min(3, 7) = 16
     q = _problem([5.0, 10.0, 7.0, 1.0], edges=[(0, 1), (3, 1), (1, 2)], size_out=[2, 3, 0, 9])
-    _assert_nudged(float(_mip.neighbourhood_bound(q)), 16.0)
+    _assert_nudged(float(closed_form.neighbourhood_bound(q)), 16.0)
     assert bounds.simple_bound(q, 4).value <= reference.brute_force(q, 4)
 
 
@@ -88,12 +88,12 @@ def test_neighbourhood_valid_where_it_binds() -> None:
     binding = tight = 0
     for i in range(60):
         p = dataclasses.replace(regal_like(900 + i, n=4 + i % 5, family="sbm"), bandwidth=(1.0, 0.25, 0.1)[i % 3])
-        nb = float(_mip.neighbourhood_bound(p))
+        nb = float(closed_form.neighbourhood_bound(p))
         for k in KS:
             opt = reference.brute_force(p, k)
             assert nb <= opt + _tol(opt), (i, k)
             assert bounds.simple_bound(p, k).value <= opt + _tol(opt)
-            binding += nb > float(_mip.lemma33_work(p, k))
+            binding += nb > float(closed_form.lemma33_work(p, k))
             tight += nb >= opt - _tol(opt)
     assert binding >= 20 and tight >= 5, (binding, tight)
 
