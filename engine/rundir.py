@@ -14,14 +14,13 @@ Files (all rewritten atomically, so a reader or a crash never sees half a file):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -35,23 +34,28 @@ EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind
                           ("session", pa.int32())])
 
 
-def file_digest(path: str | Path) -> str:
-    """sha256 of a file's bytes (identifies the problem a run directory belongs to)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+_NUMPY_TYPES = {pa.float64(): np.float64, pa.int32(): np.int32}
 
 
-def default_run_dir(root: str | Path = "runs") -> Path:
-    """``runs/<UTC timestamp>``, made unique with a suffix if it exists."""
-    base = Path(root) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    p, i = base, 1
-    while p.exists():
-        p = base.with_name(f"{base.name}-{i}")
-        i += 1
-    return p
+def _event_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The event rows as a table of :data:`EVENT_SCHEMA` (no nulls), built from raw buffers.
+
+    ``pa.array`` and ``Table.from_pylist`` import pandas when it is installed (OR-Tools
+    depends on it): 0.3 s of CPU on the first event of every run, taken from the exact
+    MIP's head start. Building the columns from buffers avoids that import.
+    """
+    cols = []
+    for f in EVENT_SCHEMA:
+        vals = [r[f.name] for r in rows]
+        if f.type == pa.string():
+            data = [v.encode() for v in vals]
+            off = np.zeros(len(data) + 1, dtype=np.int32)
+            np.cumsum([len(b) for b in data], out=off[1:])
+            bufs = [None, pa.py_buffer(off), pa.py_buffer(b"".join(data))]
+        else:
+            bufs = [None, pa.py_buffer(np.asarray(vals, dtype=_NUMPY_TYPES[f.type]))]
+        cols.append(pa.Array.from_buffers(f.type, len(vals), bufs))
+    return pa.Table.from_arrays(cols, schema=EVENT_SCHEMA)
 
 
 def _json_float(x: float | None) -> float | None:
@@ -97,7 +101,7 @@ class RunDir:
         row["session"] = self.session
         self.events.append(row)
         tmp = self.path / ".events.parquet.tmp"
-        pq.write_table(pa.Table.from_pylist(self.events, schema=EVENT_SCHEMA), tmp)
+        pq.write_table(_event_table(self.events), tmp)
         tmp.replace(self.path / "events.parquet")
 
     def record_incumbent(self, inc: Incumbent) -> None:
