@@ -5,8 +5,13 @@ MIP needs to prove many real-model partitions optimal. So a local run (no
 ``--address``, Ray not yet started in this process) whose problem has a dedicated
 bound job asking for a head start begins without Ray: the coordinator logic (the
 plain :class:`~actors.coordinator.CoordinatorActor` class, writing the run directory)
-and one epoch of the first search island (its seeded solutions) in this process, and
-that job in a child process forked before anything else starts.
+and one epoch of the first search island (its seeded solutions, in a thread) in this
+process, and that job in a child process forked before anything else starts.
+
+Everything this process does during the head start takes CPU from the job, which has
+the cores to itself when CP-SAT runs alone. So the driver imports neither OR-Tools
+(``cp_model`` imports pandas: 0.35 s of CPU) nor pandas (through pyarrow; the event
+log is built from buffers), and its island epoch is short.
 
 If that settles the run (target gap, optimality, time limit) within the head start,
 the run ends there and Ray is never started. Otherwise Ray starts, the coordinator
@@ -29,6 +34,7 @@ the child may need): a thread here made ``ray.init`` hang now and then.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import queue
@@ -38,15 +44,19 @@ import time
 import traceback
 from typing import Any, Callable
 
-from actors.coordinator import CoordinatorActor
 from engine.records import Bound
 from problems import registry
+
+log = logging.getLogger(__name__)
 
 #: seconds of the first island's single epoch: enough for its seeded solutions (the first
 #: generation is always evaluated whole). It shares the cores with the job: 0.1 s instead
 #: of 0.5 s proved resnet50/mobilenet_v2 optimal 0.1-0.4 s sooner (BENCHMARKS.md); running
 #: on in a niced thread for the rest of the head start cost the job 0.3 s at k = 8.
 EPOCH_S = 0.1
+#: longest wait for the island epoch's thread when the prelude stops (it normally takes
+#: well under a second; this only bounds a stuck one)
+EPOCH_JOIN_S = 10.0
 #: Ray starts its worker processes at this niceness (its ``worker_niceness``); the job
 #: takes the same once Ray is up
 WORKER_NICENESS = 15
@@ -154,12 +164,18 @@ class Prelude:
                                      self.stop_event, self.t_end, os.getpid()))
         self.proc.start()
         child_conn.close()
+        # imported after the fork: it loads pyarrow, which the job does not need
+        from actors.coordinator import CoordinatorActor
+
         self.local = CoordinatorActor(problem_name, problem, params, run_dir, config, target_gap, time_limit_s)
         self.local.hello(self.name, "driver")
         self.actor: Any = None  # the Ray coordinator, once it has taken over
         self.done = False
         self.error: str | None = None
         self.evals = 0
+        self._epoch = threading.Thread(target=self._run_epoch, name="gapstop-island-epoch", daemon=True)
+        self._epoch_out: tuple[int, Any, BaseException | None] = (0, None, None)
+        self._epoch_done = False
 
     @property
     def started_at(self) -> float:
@@ -208,31 +224,66 @@ class Prelude:
 
     def run(self, head_s: float, progress: Callable[[dict[str, Any]], None] | None = None,
             poll_s: float = 0.1) -> str | None:
-        """One island epoch, then wait until the run stops, the job ends, or ``head_s``
-        seconds from the start have passed. Returns the stop reason, or None to go on."""
-        found: list[Any] = []
+        """Run one island epoch and wait until the run stops, the job ends, or ``head_s``
+        seconds from the start have passed. Returns the stop reason, or None to go on.
+
+        The epoch runs in a thread: its first numba calls load the compiled kernels
+        (0.2-0.5 s of CPU), and a proof arriving meanwhile must end the run at once, not
+        after them. Its solution is reported from this thread once it is over."""
+        self._epoch.start()
         try:
-            search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.islands}, self.seed, 0)
-            self.evals = search.step(EPOCH_S, lambda value, sol: found.append(sol))
-            if found:
-                self.local.report_solution(self.adapter.to_solution(found[-1]), "search-0")
-            self.local.report_evals("search-0", self.evals)
             while True:
                 running = self.job_running()
+                self._collect_epoch()
                 st = self.local.poll()
                 if progress is not None:
                     progress(st)
                 if st["stop"] is not None:
                     return str(st["stop"])
                 if time.monotonic() >= self.t_start + head_s or not running:
+                    self._collect_epoch(wait=True)  # Ray must not start next to a running thread
                     return None
                 self._wait(min(poll_s, max(0.0, self.t_start + head_s - time.monotonic())))
         except KeyboardInterrupt:
             return "interrupted"
 
+    def _run_epoch(self) -> None:
+        """The island epoch (thread body): its result is reported by the main thread."""
+        found: list[Any] = []
+        try:
+            search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.islands}, self.seed, 0)
+            evals = search.step(EPOCH_S, lambda value, sol: found.append(sol))
+            self._epoch_out = (evals, found[-1] if found else None, None)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            self._epoch_out = (0, None, e)
+
+    def _collect_epoch(self, wait: bool = False) -> None:
+        """Report the epoch's solution and evaluations once it is over (``wait``: join it first)."""
+        if self._epoch_done or self._epoch.ident is None:
+            return
+        if wait:
+            self._epoch.join()
+        if self._epoch.is_alive():
+            return
+        self._epoch_done = True
+        evals, sol, err = self._epoch_out
+        if err is not None:
+            raise err
+        self.evals = evals
+        if sol is not None:
+            self.local.report_solution(self.adapter.to_solution(sol), "search-0")
+        self.local.report_evals("search-0", evals)
+
     def finish(self, reason: str) -> dict[str, Any]:
         """End the run here: write and return the result document (then call :meth:`stop`)."""
         self.pump()
+        if self.local.coord.incumbent is None and self._epoch.ident is not None:
+            self._epoch.join(EPOCH_JOIN_S)  # its seeded solutions beat ending with nothing feasible
+        if not self._epoch.is_alive():
+            try:
+                self._collect_epoch()
+            except Exception:  # noqa: BLE001 - the run's result matters more than the epoch's failure
+                log.warning("the island epoch failed:\n%s", traceback.format_exc())
         return self.local.finalize(reason)
 
     def hand_over(self, coord: Any) -> None:
@@ -267,3 +318,7 @@ class Prelude:
             self.proc.join(1.0)
         if self.error is None and self.proc.exitcode not in (0, None, -signal.SIGTERM):
             self.error = f"exited with code {self.proc.exitcode}"
+        # not left running behind the caller, who may start Ray next (see the module's last
+        # paragraph); it ends on its own within its kernels' loading and one short epoch
+        if self._epoch.ident is not None:
+            self._epoch.join(EPOCH_JOIN_S)

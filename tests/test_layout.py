@@ -39,3 +39,23 @@ def test_the_local_run_path_imports_ray_only_after_the_head_start_fork() -> None
             "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_drivers_part_of_a_head_start_imports_neither_ortools_nor_pandas(tmp_path: Path) -> None:
+    # during the head start the driver shares the cores with the exact MIP; importing
+    # OR-Tools' cp_model (which imports pandas) there took ~0.35 s of CPU from it, and
+    # pyarrow's list conversion importing pandas another ~0.3 s
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import actors.prelude\n"
+            "from actors.coordinator import CoordinatorActor\n"
+            "from problems.pipeline.generators import regal_like\n"
+            "p = regal_like(5, n=24, family='sbm')\n"
+            f"c = CoordinatorActor('pipeline', p, {{'k': 2}}, {str(tmp_path / 'rd')!r}, {{'problem': 'pipeline'}}, 0.0, 60.0)\n"
+            "assert c.report_solution({'blocks': [0] * p.n}, 'test')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -163,6 +163,32 @@ def test_a_run_settled_in_the_prelude_never_starts_ray(tmp_path: Path) -> None:
     assert (rd / "best_solution.json").exists() and (rd / "result.json").exists()
 
 
+def test_a_proof_ends_the_prelude_while_its_island_epoch_still_runs(tmp_path: Path, monkeypatch) -> None:
+    # the epoch (kernel loading, seeded solutions) runs next to the driver's wait on the
+    # job: a proof that comes first ends the run at once, not after the epoch
+    from problems import registry
+
+    adapter = registry.get("pipeline")
+    slow = adapter.make_search
+
+    def make_search(*a, **kw):
+        time.sleep(4.0)
+        return slow(*a, **kw)
+
+    monkeypatch.setattr(adapter, "make_search", make_search)
+    f = tmp_path / "g.json"
+    save_graph(regal_like(5, n=24, family="sbm"), f)  # k=2: the exact MIP proves it within a second
+    t0 = time.monotonic()
+    doc = run("pipeline", str(f), {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
+              workers=2)
+    assert doc["stopped_because"] == "optimal", doc
+    assert doc["elapsed_s"] < 3.0  # in the driver's main thread the epoch alone took 4 s
+    _check_solution(f, doc)
+    # and the epoch's thread did not outlive the run (the caller may start Ray next)
+    assert time.monotonic() - t0 >= 4.0
+    assert not [t for t in threading.enumerate() if t.name == "gapstop-island-epoch"]
+
+
 def test_prelude_hands_over_to_ray_without_losing_reports(tmp_path: Path) -> None:
     f = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
