@@ -223,6 +223,9 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     from engine.persist import write_json_atomic
     from engine.stopping import Clock, standard
     from problems.pipeline.closed_form import simple_bound
+    # loaded before the clock starts (on a new machine their kernels compile for seconds)
+    from problems.pipeline.decoder import SliceDecoder  # noqa: F401
+    from problems.pipeline.search import PipelineSearch  # noqa: F401
 
     clock = Clock()
     holder: dict[str, Coordinator] = {}
