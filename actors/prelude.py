@@ -279,11 +279,10 @@ class Prelude:
         self.pump()
         if self.local.coord.incumbent is None and self._epoch.ident is not None:
             self._epoch.join(EPOCH_JOIN_S)  # its seeded solutions beat ending with nothing feasible
-        if not self._epoch.is_alive():
-            try:
-                self._collect_epoch()
-            except Exception:  # noqa: BLE001 - the run's result matters more than the epoch's failure
-                log.warning("the island epoch failed:\n%s", traceback.format_exc())
+        try:
+            self._collect_epoch()  # nothing while it still runs
+        except Exception:  # noqa: BLE001 - the run's result matters more than the epoch's failure
+            log.warning("the island epoch failed:\n%s", traceback.format_exc())
         return self.local.finalize(reason)
 
     def hand_over(self, coord: Any) -> None:
