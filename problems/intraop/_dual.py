@@ -201,7 +201,8 @@ class CoreDual:
         self._edge_mask = np.zeros(len(plan.adj_nbr), dtype=bool)
         if len(plan.adj_nbr):
             self._edge_mask = plan.adj_nbr > entry_node
-        self.last_exact = False
+        self.last_exact = False  # whether the last bound() solved the core exactly
+        self.last_base = 0  # the ELIM0 minima summed by the last bound()
         self._arc_cache: tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.int64]] | None = None
         self._has_certificate = False
         self._p_node = np.zeros(len(prep.unary), dtype=np.float64)
@@ -298,8 +299,10 @@ class CoreDual:
         net, plan = self.prep.net, self.prep.plan
         self._has_certificate = False
         base = self._replay(theta)
+        self.last_exact = False
         if base is None:
             return INFEASIBLE, True
+        self.last_base = base
         core = self.core
         best: int | None = None
         exact = False
@@ -339,5 +342,6 @@ class CoreDual:
                                plan.tab_off, net.k, net.ptr, self.theta, self.work, self.sol)
         if best >= EXCL:
             return INFEASIBLE, True
+        self.last_exact = exact
         # all entries are >= 0, so below CAP no partial sum of the optimum was capped
         return base + best, exact and base + best < CAP

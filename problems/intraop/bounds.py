@@ -15,7 +15,9 @@ forbidden choices, i.e. costs ``>= 10^18``, and within the usage limit), or
   The steps follow the usage of the greedy labelling (default) or, with
   ``direction="dual"``, the exact supergradient of the certified dual bound.
   Strategies that cannot fit at some step of their interval, even with every
-  other live node at its least usage, are excluded first.
+  other live node at its least usage, are excluded first. Unless the core is
+  solved exactly, the last quarter of the time tightens the best multipliers'
+  inner bound with frustrated cycles (:mod:`problems.intraop.cycles`).
 * ``exact``: CP-SAT on the whole model; its proven bound (never its incumbent).
 
 All certified arithmetic is exact integer arithmetic; floating point only steers
@@ -198,18 +200,24 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
                 upper_bound: float | None = None, inner_iterations: int = 3, patience: int = 8,
                 max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
-                exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling") -> Bound:
+                exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
+                cycle_share: float = 0.25) -> Bound:
     if direction not in ("labelling", "dual"):
         raise ValueError(f"unknown direction {direction!r}; choose 'labelling' or 'dual'")
-    deadline = t0 + time_limit_s
+    if not 0.0 <= cycle_share < 1.0:
+        raise ValueError(f"cycle_share must be in [0, 1), got {cycle_share}")
+    end = t0 + time_limit_s
     prep = prepare_bounds(problem)
     unary, pruned = memory_pruned_unary(problem)
     dual = CoreDual(prep, exact_table_limit=exact_table_limit)
+    # the last share of the time tightens the best multipliers' bound with cycles (not needed
+    # when the core is solved exactly)
+    deadline = end if dual._order is not None else end - cycle_share * time_limit_s
     steps = binding_steps(prep, unary)
     detail: dict[str, Any] = {"pruned_strategies": pruned, "binding_steps": len(steps)}
     M = problem.usage_limit
     if M is None or len(steps) == 0:
-        value, exact = dual.bound(unary, iterations=10**9, deadline=deadline, patience=5)
+        value, exact = dual.bound(unary, iterations=10**9, deadline=end, patience=5)
         detail.update(iterations=0, exact_inner=exact)
         status = "infeasible" if value == math.inf else ("optimal" if exact else "bound-only")
         return _bound("lagrangian", value, status, t0, "ve" if exact else "trw-s", detail)
@@ -253,10 +261,42 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
             target = float(best) + max(abs(float(best)) * 0.02, 1.0)
         step = scale * (float(target) - float(value)) / norm
         lam = np.maximum(0.0, lam + max(step, 0.0) * g)
+    if dual._order is None and time.perf_counter() < end and best > -math.inf:
+        best = _tighten_at(problem, dual, steps, best_lam, lo, hi, unary, theta, best, end, detail, on_improvement)
     nz = np.nonzero(best_lam > 0)[0]
     detail.update(iterations=it, exact_inner=exact_inner, positive_multipliers=len(nz),
                   multipliers={str(int(steps[i])): float(best_lam[i]) for i in nz[np.argsort(-best_lam[nz])][:500]})
     return _bound("lagrangian", best, "bound-only", t0, "trw-s", detail)
+
+
+def _tighten_at(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.int64], lam: NDArray[np.float64],
+                lo: NDArray[np.int64], hi: NDArray[np.int64], unary: NDArray[np.int64], theta: NDArray[np.int64],
+                best: int, end: float, detail: dict[str, Any],
+                on_improvement: Callable[[int], None] | None) -> int:
+    """The Lagrangian bound at multipliers ``lam`` with the core's certificate tightened by cycles (>= ``best``)."""
+    from problems.intraop.cycles import tighten
+    M = problem.usage_limit
+    assert M is not None
+    w, lam_sum = _steps_weights(steps, lam, lo, hi)
+    BK.penalty_unary(unary, problem.node_usage, problem.node_ptr, w, theta)
+    offset = math.ceil(M * lam_sum)
+    # messages are warm from the last multipliers; a few passes settle them at these
+    left = end - time.perf_counter()
+    inner, _ = dual.bound(theta, iterations=10**9, deadline=time.perf_counter() + 0.2 * left, patience=3,
+                          certify_every=10)
+    if inner == math.inf:
+        return best
+    base = dual.last_base
+
+    def report(core_value: int) -> None:
+        if on_improvement is not None and base + core_value - offset > best:
+            on_improvement(base + core_value - offset)
+
+    res = tighten(dual, deadline=end, on_improvement=report)
+    value = int(inner) - offset if res is None else base + res.value - offset
+    detail.update(cycles=0 if res is None else res.cycles, cycle_gain=0 if res is None else res.gain,
+                  cycle_sweeps=0 if res is None else res.sweeps)
+    return max(best, value)
 
 
 def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_workers: int = 2, seed: int = 0,
@@ -283,7 +323,10 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
             time steps, a warm start), ``upper_bound`` (a known feasible cost, used as the
             Polyak step target), ``inner_iterations``, ``patience``, ``max_iterations``,
             ``on_improvement(value)``, ``direction`` (``"labelling"``, the default, or ``"dual"``:
-            which supergradient steers the steps, see ``_step_direction``). ``exact``: ``num_workers`` (at most 2), ``seed``,
+            which supergradient steers the steps, see ``_step_direction``), ``cycle_share``
+            (default 0.25: this share of the time, when the core is not solved exactly, goes
+            to tightening the best multipliers' bound with frustrated cycles, see
+            :mod:`problems.intraop.cycles`; 0 turns it off). ``exact``: ``num_workers`` (at most 2), ``seed``,
             ``params`` (CP-SAT parameter overrides).
 
     Returns:
