@@ -352,16 +352,74 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
         return None
     if tol is None:
         tol = max(1.0, 1e-6 * abs(cert))
-    alive = th < EXCL
-    _arc_consistency(e_v, e_j, b_off, k, ptr, bar, bar_min, float(tol), alive)
-    dom_size = np.add.reduceat(alive.astype(np.int64), ptr[:-1]) if net.n else np.zeros(0, np.int64)
-    t_search = time.perf_counter() + max(0.0, deadline - time.perf_counter()) * search_share
-    cycles = _find_cycles(e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_size, max_len, max_cycles,
-                          t_search)
-    if not cycles:
-        return TightenResult(cert, 0, 0, 0)
-    # cycle arrays: nodes, and the core table of each step
     pair = {(int(e_v[n]), int(e_j[n])): n for n in range(n_e)}
+    resid = np.where(bar >= EXCL, np.inf, (bar - np.repeat(bar_min, np.diff(b_off))).astype(np.float64))
+    frozen = ~(resid < RCAP)
+    kmax = int(k.max())
+    fwd = np.zeros((max_len + 1, kmax), np.float64)
+    bwd = np.zeros((max_len + 1, kmax), np.float64)
+    fwd_i = np.zeros((max_len + 1, kmax), np.int64)
+    cycles: list[list[int]] = []
+    known: set[tuple[int, ...]] = set()
+    delta = np.zeros(0, np.float64)
+    best_value, sweeps = cert, 0
+    # rounds: search the tables left after the shares so far, add the new cycles, update all
+    cur, cur_min = bar, bar_min
+    while time.perf_counter() < deadline and sweeps < max_sweeps:
+        alive = th < EXCL
+        _arc_consistency(e_v, e_j, b_off, k, ptr, cur, cur_min, float(tol), alive)
+        dom_size = np.add.reduceat(alive.astype(np.int64), ptr[:-1])
+        t_search = time.perf_counter() + max(0.0, deadline - time.perf_counter()) * search_share
+        found = _find_cycles(e_v, e_j, b_off, k, ptr, cur, cur_min, tol, alive, dom_size, max_len,
+                             max_cycles, t_search)
+        fresh = [c for c in found if _cycle_key(c) not in known]
+        if not fresh:
+            break
+        known.update(_cycle_key(c) for c in fresh)
+        cycles += fresh
+        cyc, clen, cedge, d_off, size = _cycle_arrays(cycles, pair, b_off, max_len)
+        delta = np.concatenate([delta, np.zeros(size - len(delta))])
+        left = resid.copy()
+        for c in range(len(clen)):  # residual minus every share so far
+            for i in range(clen[c]):
+                n = cedge[c, i]
+                lo, hi = b_off[n], b_off[n + 1]
+                left[lo:hi] -= delta[d_off[c, i]:d_off[c, i] + (hi - lo)]
+        marg = np.zeros(size, np.float64)
+        on_cycle = np.unique(np.concatenate([cedge[c, :clen[c]] for c in range(len(clen))]))
+        batch, stale = 1, 0
+        while sweeps < max_sweeps:
+            batch = min(batch, max_sweeps - sweeps)
+            _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delta, d_off, batch, fwd, bwd,
+                         marg)
+            sweeps += batch
+            value = _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, on_cycle, node_sum,
+                             fwd_i)
+            if value is not None and value > best_value:
+                best_value, stale = value, 0
+                if on_improvement is not None:
+                    on_improvement(value)
+            else:
+                stale += 1
+            if time.perf_counter() >= deadline or stale >= patience:
+                break
+            batch = min(2 * batch, 16)
+        cur, cur_min = _leftover(cyc, clen, cedge, b_off, bar, delta, d_off)
+    return TightenResult(best_value, best_value - cert, len(cycles), sweeps)
+
+
+def _cycle_key(nodes: list[int]) -> tuple[int, ...]:
+    """The same key for a cycle whatever its start and direction."""
+    L = len(nodes)
+    i = nodes.index(min(nodes))
+    fwd = tuple(nodes[(i + j) % L] for j in range(L))
+    bwd = tuple(nodes[(i - j) % L] for j in range(L))
+    return min(fwd, bwd)
+
+
+def _cycle_arrays(cycles: list[list[int]], pair: dict[tuple[int, int], int], b_off: NDArray[np.int64],
+                  max_len: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int]:
+    """Nodes, lengths, core table per step and share offsets of ``cycles`` (shares laid out in list order)."""
     C = len(cycles)
     cyc = np.full((C, max_len), -1, np.int64)
     clen = np.zeros(C, np.int64)
@@ -378,33 +436,22 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
             cedge[c, i] = n
             d_off[c, i] = o
             o += int(b_off[n + 1] - b_off[n])
-    resid = np.where(bar >= EXCL, np.inf, (bar - np.repeat(bar_min, np.diff(b_off))).astype(np.float64))
-    frozen = ~(resid < RCAP)
-    left = resid.copy()
-    delta = np.zeros(o, np.float64)
-    marg = np.zeros(o, np.float64)
-    kmax = int(k.max())
-    fwd = np.zeros((max_len + 1, kmax), np.float64)
-    bwd = np.zeros((max_len + 1, kmax), np.float64)
-    fwd_i = np.zeros((max_len + 1, kmax), np.int64)
-    on_cycle = np.unique(np.concatenate([cedge[c, :clen[c]] for c in range(C)]))
-    best_value, sweeps, batch, stale = cert, 0, 1, 0
-    while sweeps < max_sweeps:
-        batch = min(batch, max_sweeps - sweeps)
-        _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delta, d_off, batch, fwd, bwd, marg)
-        sweeps += batch
-        value = _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, on_cycle, node_sum,
-                         fwd_i)
-        if value is not None and value > best_value:
-            best_value, stale = value, 0
-            if on_improvement is not None:
-                on_improvement(value)
-        else:
-            stale += 1
-        if time.perf_counter() >= deadline or stale >= patience:
-            break
-        batch = min(2 * batch, 16)
-    return TightenResult(best_value, best_value - cert, C, sweeps)
+    return cyc, clen, cedge, d_off, o
+
+
+def _leftover(cyc, clen, cedge, b_off, bar, delta, d_off) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Integer tables minus the rounded shares (EXCL kept), and their minima: where the next round searches."""
+    dint = np.rint(np.clip(delta, -1e15, 1e15)).astype(np.int64)
+    cur = bar.copy()
+    ok = bar < EXCL
+    for c in range(len(clen)):
+        for i in range(clen[c]):
+            n = cedge[c, i]
+            lo, hi = b_off[n], b_off[n + 1]
+            seg = dint[d_off[c, i]:d_off[c, i] + (hi - lo)]
+            cur[lo:hi] = np.where(ok[lo:hi], cur[lo:hi] - seg, EXCL)
+    mins = np.minimum.reduceat(np.where(ok, cur, EXCL), b_off[:-1]) if len(b_off) > 1 else np.zeros(0, np.int64)
+    return cur, mins
 
 
 def _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, on_cycle, node_sum, fwd_i) -> int | None:
