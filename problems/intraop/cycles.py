@@ -350,6 +350,8 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     node_sum = sum(dual._node_min.tolist())
     if np.any(bar_min >= EXCL):
         return None
+    # the decomposition starts from exactly the certificate's terms
+    assert node_sum + sum(bar_min.tolist()) == cert
     if tol is None:
         tol = max(1.0, 1e-6 * abs(cert))
     pair = {(int(e_v[n]), int(e_j[n])): n for n in range(n_e)}
