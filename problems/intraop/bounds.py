@@ -229,40 +229,48 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
     best_lam = lam.copy()
     scale, stale, it = 1.0, 0, 0
     exact_inner = False
-    while it < max_iterations and (it == 0 or time.perf_counter() < deadline):
-        it += 1
-        w, lam_sum = _steps_weights(steps, lam, lo, hi)
-        BK.penalty_unary(unary, problem.node_usage, problem.node_ptr, w, theta)
-        inner, exact_inner = dual.bound(theta, iterations=inner_iterations, deadline=deadline, label=True,
-                                         certify_every=inner_iterations)
-        if inner == math.inf:
-            detail.update(iterations=it, reason="no admissible assignment")
-            return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
-        value = int(inner) - math.ceil(M * lam_sum)
-        if value > best:
-            best, best_lam, stale = value, lam.copy(), 0
-            if on_improvement is not None:
-                on_improvement(value)
-        else:
-            stale += 1
-            if stale >= patience:
-                scale, stale = max(scale / 2, 1e-4), 0
-                lam = best_lam.copy()  # restart from the best point with shorter steps
+    tightened = False
+    while True:
+        while it < max_iterations and (it == 0 or time.perf_counter() < deadline):
+            it += 1
+            w, lam_sum = _steps_weights(steps, lam, lo, hi)
+            BK.penalty_unary(unary, problem.node_usage, problem.node_ptr, w, theta)
+            inner, exact_inner = dual.bound(theta, iterations=inner_iterations, deadline=deadline, label=True,
+                                             certify_every=inner_iterations)
+            if inner == math.inf:
+                detail.update(iterations=it, reason="no admissible assignment")
+                return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
+            value = int(inner) - math.ceil(M * lam_sum)
+            if value > best:
+                best, best_lam, stale = value, lam.copy(), 0
+                if on_improvement is not None:
+                    on_improvement(value)
+            else:
+                stale += 1
+                if stale >= patience:
+                    scale, stale = max(scale / 2, 1e-4), 0
+                    lam = best_lam.copy()  # restart from the best point with shorter steps
+                    continue
+            g = _step_direction(problem, dual, steps, direction)
+            g[(lam <= 0) & (g < 0)] = 0.0  # projection: these steps cannot go lower
+            norm = float(g @ g)
+            if norm == 0.0:
+                if exact_inner:
+                    break  # lambda is optimal for an exactly solved inner problem
                 continue
-        g = _step_direction(problem, dual, steps, direction)
-        g[(lam <= 0) & (g < 0)] = 0.0  # projection: these steps cannot go lower
-        norm = float(g @ g)
-        if norm == 0.0:
-            if exact_inner:
-                break  # lambda is optimal for an exactly solved inner problem
-            continue
-        target = upper_bound if upper_bound is not None and upper_bound > best else None
-        if target is None:
-            target = float(best) + max(abs(float(best)) * 0.02, 1.0)
-        step = scale * (float(target) - float(value)) / norm
-        lam = np.maximum(0.0, lam + max(step, 0.0) * g)
-    if dual._order is None and time.perf_counter() < end and best > -math.inf:
-        best = _tighten_at(problem, dual, steps, best_lam, lo, hi, unary, theta, best, end, detail, on_improvement)
+            target = upper_bound if upper_bound is not None and upper_bound > best else None
+            if target is None:
+                target = float(best) + max(abs(float(best)) * 0.02, 1.0)
+            step = scale * (float(target) - float(value)) / norm
+            lam = np.maximum(0.0, lam + max(step, 0.0) * g)
+        if tightened or dual._order is not None or time.perf_counter() >= end or best == -math.inf:
+            break
+        best = _tighten_at(problem, dual, steps, best_lam, lo, hi, unary, theta, best, end, detail,
+                           on_improvement)
+        tightened = True
+        # a tightening that ends early (no cycle found, or converged) leaves its time to the multipliers
+        deadline = end
+        lam = best_lam.copy()
     nz = np.nonzero(best_lam > 0)[0]
     detail.update(iterations=it, exact_inner=exact_inner, positive_multipliers=len(nz),
                   multipliers={str(int(steps[i])): float(best_lam[i]) for i in nz[np.argsort(-best_lam[nz])][:500]})

@@ -354,6 +354,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     assert node_sum + sum(bar_min.tolist()) == cert
     if tol is None:
         tol = max(1.0, 1e-6 * abs(cert))
+    tol_max = max(tol, 1e-4 * abs(cert))
     pair = {(int(e_v[n]), int(e_j[n])): n for n in range(n_e)}
     resid = np.where(bar >= EXCL, np.inf, (bar - np.repeat(bar_min, np.diff(b_off))).astype(np.float64))
     frozen = ~(resid < RCAP)
@@ -376,6 +377,10 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
                              max_cycles, t_search)
         fresh = [c for c in found if _cycle_key(c) not in known]
         if not fresh:
+            # messages short of convergence leave few tight entries: a looser tolerance finds cycles
+            if tol < tol_max:
+                tol *= 10.0
+                continue
             break
         known.update(_cycle_key(c) for c in fresh)
         cycles += fresh
@@ -484,7 +489,7 @@ def _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, o
 def _find_cycles(e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_size, max_len, max_cycles,
                  deadline) -> list[list[int]]:
     """Frustrated cycles (core node lists) of the tight entries, searched until ``deadline``."""
-    free = np.nonzero(dom_size > 1)[0]
+    free = np.nonzero(dom_size > 1)[0]  # (nodes off the core keep all labels but have no tables here)
     fid = np.full(len(dom_size), -1, np.int64)
     fid[free] = np.arange(len(free))
     idx = [np.nonzero(alive[ptr[v]:ptr[v] + k[v]])[0] for v in free.tolist()]
@@ -500,18 +505,27 @@ def _find_cycles(e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_size, ma
             continue  # a complete relation is never part of a frustrated cycle
         adj[fid[v]].append((int(fid[j]), m))
         adj[fid[j]].append((int(fid[v]), m.T))
+    # relabel by falling degree: a cycle is searched from its smallest label, so the hubs'
+    # expensive searches come first and no later search goes through a hub again
+    # (A's full search at its best multipliers: 4.6 s instead of 39 s, the same cycles)
+    deg = np.array([len(a) for a in adj], np.int64)
+    perm = np.argsort(-deg, kind="stable")
+    rank = np.empty(len(perm), np.int64)
+    rank[perm] = np.arange(len(perm))
     g_ptr = np.zeros(len(free) + 1, np.int64)
-    g_ptr[1:] = np.cumsum([len(a) for a in adj])
+    g_ptr[1:] = np.cumsum(deg[perm])
     g_nbr = np.zeros(int(g_ptr[-1]), np.int64)
     g_off = np.zeros(int(g_ptr[-1]), np.int64)
     chunks, o, p = [], 0, 0
-    for lst in adj:
-        for u, m in sorted(lst, key=lambda t: t[0]):
+    for old_id in perm.tolist():
+        for u, m in sorted(((int(rank[u]), m) for u, m in adj[old_id]), key=lambda t: t[0]):
             g_nbr[p] = u
             g_off[p] = o
             chunks.append(np.ascontiguousarray(m).ravel())
             o += m.size
             p += 1
+    free = free[perm]
+    idx = [idx[i] for i in perm.tolist()]
     rel_tab = np.concatenate(chunks) if chunks else np.zeros(0, np.bool_)
     dom = np.array([len(x) for x in idx], np.int64)
     if len(dom) == 0:
