@@ -397,6 +397,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
         batch, stale = 1, 0
         while sweeps < max_sweeps:
             batch = min(batch, max_sweeps - sweeps)
+            t_batch = time.perf_counter()
             _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delta, d_off, batch, fwd, bwd,
                          marg)
             sweeps += batch
@@ -410,7 +411,10 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
                 stale += 1
             if time.perf_counter() >= deadline or stale >= patience:
                 break
-            batch = min(2 * batch, 16)
+            # at most 16 sweeps between certificates, and no batch that would run past the deadline
+            per_sweep = (time.perf_counter() - t_batch) / batch
+            fit = int((deadline - time.perf_counter()) / max(per_sweep, 1e-9))
+            batch = max(1, min(2 * batch, 16, fit))
         cur, cur_min = _leftover(cyc, clen, cedge, b_off, bar, delta, d_off)
     return TightenResult(best_value, best_value - cert, len(cycles), sweeps)
 
@@ -531,10 +535,16 @@ def _find_cycles(e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_size, ma
     if len(dom) == 0:
         return []
     out = np.full((max_cycles, max_len), -1, np.int64)
-    n_out, s = 0, 0
-    step = max(1, len(dom) // 200)
+    n_out, s, step = 0, 0, 1
     dmax = int(dom.max())
-    while s < len(dom) and time.perf_counter() < deadline and n_out < max_cycles:
+    # the first start nodes are the hubs (slow): chunks start at one node and grow while they
+    # stay short, so the deadline is checked often where a single start can take seconds
+    while s < len(dom) and n_out < max_cycles:
+        now = time.perf_counter()
+        if now >= deadline:
+            break
         n_out = _search(s, min(len(dom), s + step), g_ptr, g_nbr, g_off, rel_tab, dom, max_len, dmax, out, n_out)
         s += step
+        if time.perf_counter() - now < 0.02:
+            step *= 2
     return [[int(free[i]) for i in row if i >= 0] for row in out[:n_out]]
