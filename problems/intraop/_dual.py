@@ -208,6 +208,11 @@ class CoreDual:
         self._p_node = np.zeros(len(prep.unary), dtype=np.float64)
         self._p_tab = np.zeros(0, dtype=np.float64)  # allocated on first use: as long as the tables
 
+    @property
+    def solves_core_exactly(self) -> bool:
+        """Whether :meth:`bound` eliminates the core exactly (planned once: it depends on the graph only)."""
+        return self._order is not None
+
     def _replay(self, theta: NDArray[np.int64]) -> int | None:
         """Eliminate; returns the summed ELIM0 minima, or None when some ELIM0 node has no admissible label."""
         net, plan = self.prep.net, self.prep.plan

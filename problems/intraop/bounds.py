@@ -212,7 +212,8 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
     dual = CoreDual(prep, exact_table_limit=exact_table_limit)
     # the last share of the time tightens the best multipliers' bound with cycles (not needed
     # when the core is solved exactly)
-    deadline = end if dual._order is not None else end - cycle_share * time_limit_s
+    will_tighten = cycle_share > 0 and not dual.solves_core_exactly
+    deadline = end - cycle_share * time_limit_s if will_tighten else end
     steps = binding_steps(prep, unary)
     detail: dict[str, Any] = {"pruned_strategies": pruned, "binding_steps": len(steps)}
     M = problem.usage_limit
@@ -229,7 +230,7 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
     best_lam = lam.copy()
     scale, stale, it = 1.0, 0, 0
     exact_inner = False
-    tightened = False
+    tightened = not will_tighten
     while True:
         while it < max_iterations and (it == 0 or time.perf_counter() < deadline):
             it += 1
@@ -263,7 +264,7 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 target = float(best) + max(abs(float(best)) * 0.02, 1.0)
             step = scale * (float(target) - float(value)) / norm
             lam = np.maximum(0.0, lam + max(step, 0.0) * g)
-        if tightened or dual._order is not None or time.perf_counter() >= end or best == -math.inf:
+        if tightened or time.perf_counter() >= end or best == -math.inf:
             break
         best = _tighten_at(problem, dual, steps, best_lam, lo, hi, unary, theta, best, end, detail,
                            on_improvement)

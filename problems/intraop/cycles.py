@@ -59,7 +59,7 @@ class TightenResult:
 
 @njit(**_JIT)
 def _residual_tables(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, msg, msg_off, rev,
-                     e_adj, e_v, e_j, b_off, bar, bar_min):  # pragma: no cover - jitted
+                     e_v, e_j, b_off, bar, bar_min):  # pragma: no cover - jitted
     """``bar`` (rows: the smaller endpoint) of every core table, EXCL where not admissible, and its minimum."""
     n = 0
     for ci in range(len(core)):
@@ -68,7 +68,6 @@ def _residual_tables(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_o
             j = adj_nbr[e]
             if j < v:
                 continue
-            e_adj[n] = e
             e_v[n] = v
             e_j[n] = j
             o = b_off[n]
@@ -193,7 +192,7 @@ def _search(s_lo, s_hi, g_ptr, g_nbr, g_off, rel_tab, dom, max_len, dmax, out, n
 
 
 @njit(**_JIT)
-def _cycle_table(bar, b_off, k, e_v, e_j, n, x, y, a, b):  # pragma: no cover - jitted
+def _cycle_table(b_off, k, e_v, n, x, y, a, b):  # pragma: no cover - jitted
     """Position of entry (x=a, y=b) of core table ``n`` in ``bar``."""
     if e_v[n] == x:
         return b_off[n] + a * k[y] + b
@@ -201,7 +200,7 @@ def _cycle_table(bar, b_off, k, e_v, e_j, n, x, y, a, b):  # pragma: no cover - 
 
 
 @njit(**_JIT)
-def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delta, d_off, sweeps,
+def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, frozen, left, delta, d_off, sweeps,
                  fwd, bwd, marg):  # pragma: no cover - jitted
     """Block updates of every cycle's shares (float); ``left`` = residual minus all shares."""
     for _ in range(sweeps):
@@ -229,20 +228,20 @@ def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delt
                         for a in range(k[x]):
                             if fwd[i, a] == np.inf:
                                 continue
-                            h = fwd[i, a] + left[_cycle_table(resid, b_off, k, e_v, e_j, n, x, y, a, b)]
+                            h = fwd[i, a] + left[_cycle_table(b_off, k, e_v, n, x, y, a, b)]
                             if h < m:
                                 m = h
                         fwd[i + 1, b] = m
                 # backward: bwd[i, x_i] = min cost of edges i..L-1 closing at a0
                 xl, nl = cyc[c, L - 1], cedge[c, L - 1]
                 for a in range(k[xl]):
-                    bwd[L - 1, a] = left[_cycle_table(resid, b_off, k, e_v, e_j, nl, xl, x0, a, a0)]
+                    bwd[L - 1, a] = left[_cycle_table(b_off, k, e_v, nl, xl, x0, a, a0)]
                 for i in range(L - 2, 0, -1):
                     x, y, n = cyc[c, i], cyc[c, i + 1], cedge[c, i]
                     for a in range(k[x]):
                         m = np.inf
                         for b in range(k[y]):
-                            h = left[_cycle_table(resid, b_off, k, e_v, e_j, n, x, y, a, b)] + bwd[i + 1, b]
+                            h = left[_cycle_table(b_off, k, e_v, n, x, y, a, b)] + bwd[i + 1, b]
                             if h < m:
                                 m = h
                         bwd[i, a] = m
@@ -254,7 +253,7 @@ def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delt
                         for b in range(k[y]):
                             if i == L - 1 and b != a0:
                                 continue
-                            p = _cycle_table(resid, b_off, k, e_v, e_j, n, x, y, a, b)
+                            p = _cycle_table(b_off, k, e_v, n, x, y, a, b)
                             h = fwd[i, a] + left[p] + (bwd[i + 1, b] if i < L - 1 else 0.0)
                             q = p - b_off[n] + d_off[c, i]
                             if h < marg[q]:
@@ -273,7 +272,7 @@ def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delt
 
 
 @njit(**_JIT)
-def _cycle_min_int(cyc, clen, cedge, k, e_v, e_j, b_off, bar, dint, d_off, c, fwd):  # pragma: no cover - jitted
+def _cycle_min_int(cyc, clen, cedge, k, e_v, b_off, bar, dint, d_off, c, fwd):  # pragma: no cover - jitted
     """Exact ``min_(x_c) sum_i dint`` over labellings whose cycle entries are all admissible (EXCL if none)."""
     L = clen[c]
     x0 = cyc[c, 0]
@@ -290,7 +289,7 @@ def _cycle_min_int(cyc, clen, cedge, k, e_v, e_j, b_off, bar, dint, d_off, c, fw
                 for a in range(k[x]):
                     if fwd[i, a] >= EXCL:
                         continue
-                    p = _cycle_table(bar, b_off, k, e_v, e_j, n, x, y, a, b)
+                    p = _cycle_table(b_off, k, e_v, n, x, y, a, b)
                     if bar[p] >= EXCL:
                         continue
                     h = fwd[i, a] + dint[p - b_off[n] + d_off[c, i]]
@@ -333,19 +332,17 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
         return None
     k, ptr = net.k, net.ptr
     th = dual.theta
-    n_e = int(np.count_nonzero(dual._edge_mask))
-    e_adj = np.zeros(n_e, np.int64)
+    mask = dual._edge_mask  # the adjacency entries whose table the certificate counts (j > v)
+    n_e = int(np.count_nonzero(mask))
     e_v = np.zeros(n_e, np.int64)
     e_j = np.zeros(n_e, np.int64)
-    ent = plan.adj_nbr > np.repeat(np.arange(net.n), np.diff(plan.adj_ptr))
-    owner = np.repeat(np.arange(net.n), np.diff(plan.adj_ptr))[ent]
-    sizes = k[owner] * k[plan.adj_nbr[ent]]
+    sizes = k[np.repeat(np.arange(net.n), np.diff(plan.adj_ptr))[mask]] * k[plan.adj_nbr[mask]]
     b_off = np.zeros(n_e + 1, np.int64)
     np.cumsum(sizes, out=b_off[1:])
     bar = np.zeros(int(b_off[-1]), np.int64)
     bar_min = np.zeros(n_e, np.int64)
     got = _residual_tables(core, th, ptr, k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, dual.work, plan.tab_off,
-                           plan.tab_x, dual.msg_int, dual.msg_off, dual.rev, e_adj, e_v, e_j, b_off, bar, bar_min)
+                           plan.tab_x, dual.msg_int, dual.msg_off, dual.rev, e_v, e_j, b_off, bar, bar_min)
     assert got == n_e
     node_sum = sum(dual._node_min.tolist())
     if np.any(bar_min >= EXCL):
@@ -373,7 +370,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
         _arc_consistency(e_v, e_j, b_off, k, ptr, cur, cur_min, float(tol), alive)
         dom_size = np.add.reduceat(alive.astype(np.int64), ptr[:-1])
         t_search = time.perf_counter() + max(0.0, deadline - time.perf_counter()) * search_share
-        found = _find_cycles(e_v, e_j, b_off, k, ptr, cur, cur_min, tol, alive, dom_size, max_len,
+        found = _find_cycles(core, e_v, e_j, b_off, k, ptr, cur, cur_min, tol, alive, dom_size, max_len,
                              max_cycles, t_search)
         fresh = [c for c in found if _cycle_key(c) not in known]
         if not fresh:
@@ -386,23 +383,18 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
         cycles += fresh
         cyc, clen, cedge, d_off, size = _cycle_arrays(cycles, pair, b_off, max_len)
         delta = np.concatenate([delta, np.zeros(size - len(delta))])
-        left = resid.copy()
-        for c in range(len(clen)):  # residual minus every share so far
-            for i in range(clen[c]):
-                n = cedge[c, i]
-                lo, hi = b_off[n], b_off[n + 1]
-                left[lo:hi] -= delta[d_off[c, i]:d_off[c, i] + (hi - lo)]
+        left = resid - _summed_shares(delta, clen, cedge, b_off, d_off)  # residual minus every share so far
         marg = np.zeros(size, np.float64)
         on_cycle = np.unique(np.concatenate([cedge[c, :clen[c]] for c in range(len(clen))]))
         batch, stale = 1, 0
         while sweeps < max_sweeps:
             batch = min(batch, max_sweeps - sweeps)
             t_batch = time.perf_counter()
-            _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, resid, frozen, left, delta, d_off, batch, fwd, bwd,
+            _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, frozen, left, delta, d_off, batch, fwd, bwd,
                          marg)
             sweeps += batch
-            value = _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, on_cycle, node_sum,
-                             fwd_i)
+            value = _certify(cyc, clen, cedge, k, e_v, b_off, bar, bar_min, _rounded(delta), d_off, on_cycle,
+                             node_sum, fwd_i)
             if value is not None and value > best_value:
                 best_value, stale = value, 0
                 if on_improvement is not None:
@@ -415,7 +407,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
             per_sweep = (time.perf_counter() - t_batch) / batch
             fit = int((deadline - time.perf_counter()) / max(per_sweep, 1e-9))
             batch = max(1, min(2 * batch, 16, fit))
-        cur, cur_min = _leftover(cyc, clen, cedge, b_off, bar, delta, d_off)
+        cur, cur_min = _leftover(clen, cedge, b_off, bar, _rounded(delta), d_off)
     return TightenResult(best_value, best_value - cert, len(cycles), sweeps)
 
 
@@ -450,31 +442,34 @@ def _cycle_arrays(cycles: list[list[int]], pair: dict[tuple[int, int], int], b_o
     return cyc, clen, cedge, d_off, o
 
 
-def _leftover(cyc, clen, cedge, b_off, bar, delta, d_off) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Integer tables minus the rounded shares (EXCL kept), and their minima: where the next round searches."""
-    dint = np.rint(np.clip(delta, -1e15, 1e15)).astype(np.int64)
-    cur = bar.copy()
-    ok = bar < EXCL
+def _rounded(delta: NDArray[np.float64]) -> NDArray[np.int64]:
+    """The integer shares that are certified: the float shares rounded (and kept far from overflow)."""
+    return np.rint(np.clip(delta, -1e15, 1e15)).astype(np.int64)
+
+
+def _summed_shares(shares: NDArray, clen, cedge, b_off, d_off) -> NDArray:
+    """Per table entry (``bar`` layout), the sum of the shares every cycle takes of it."""
+    total = np.zeros(int(b_off[-1]), shares.dtype)
     for c in range(len(clen)):
         for i in range(clen[c]):
             n = cedge[c, i]
             lo, hi = b_off[n], b_off[n + 1]
-            seg = dint[d_off[c, i]:d_off[c, i] + (hi - lo)]
-            cur[lo:hi] = np.where(ok[lo:hi], cur[lo:hi] - seg, EXCL)
-    mins = np.minimum.reduceat(np.where(ok, cur, EXCL), b_off[:-1]) if len(b_off) > 1 else np.zeros(0, np.int64)
+            total[lo:hi] += shares[d_off[c, i]:d_off[c, i] + (hi - lo)]
+    return total
+
+
+def _leftover(clen, cedge, b_off, bar, dint, d_off) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Integer tables minus the shares ``dint`` (EXCL kept), and their minima: where the next round searches."""
+    ok = bar < EXCL
+    cur = np.where(ok, bar - _summed_shares(dint, clen, cedge, b_off, d_off), EXCL)
+    mins = np.minimum.reduceat(cur, b_off[:-1]) if len(b_off) > 1 else np.zeros(0, np.int64)
     return cur, mins
 
 
-def _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, on_cycle, node_sum, fwd_i) -> int | None:
-    """The exact integer bound for the current float shares (rounded), or None if some term is empty."""
-    dint = np.rint(np.clip(delta, -1e15, 1e15)).astype(np.int64)
+def _certify(cyc, clen, cedge, k, e_v, b_off, bar, bar_min, dint, d_off, on_cycle, node_sum, fwd_i) -> int | None:
+    """The exact integer bound for the integer shares ``dint``, or None if some term is empty."""
     # shares never touch excluded or frozen entries (their float shares are 0)
-    total_share = np.zeros(len(bar), np.int64)
-    for c in range(len(clen)):
-        for i in range(clen[c]):
-            n = cedge[c, i]
-            lo, hi = b_off[n], b_off[n + 1]
-            total_share[lo:hi] += dint[d_off[c, i]:d_off[c, i] + (hi - lo)]
+    total_share = _summed_shares(dint, clen, cedge, b_off, d_off)
     edge_terms = bar_min.copy()
     for n in on_cycle.tolist():
         lo, hi = b_off[n], b_off[n + 1]
@@ -483,17 +478,17 @@ def _certify(cyc, clen, cedge, k, e_v, e_j, b_off, bar, bar_min, delta, d_off, o
         edge_terms[n] = int((seg[ok] - total_share[lo:hi][ok]).min())
     value = node_sum + sum(edge_terms.tolist())
     for c in range(len(clen)):
-        m = _cycle_min_int(cyc, clen, cedge, k, e_v, e_j, b_off, bar, dint, d_off, c, fwd_i)
+        m = _cycle_min_int(cyc, clen, cedge, k, e_v, b_off, bar, dint, d_off, c, fwd_i)
         if m >= EXCL:
             return None
         value += int(m)
     return value
 
 
-def _find_cycles(e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_size, max_len, max_cycles,
+def _find_cycles(core, e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_size, max_len, max_cycles,
                  deadline) -> list[list[int]]:
     """Frustrated cycles (core node lists) of the tight entries, searched until ``deadline``."""
-    free = np.nonzero(dom_size > 1)[0]  # (nodes off the core keep all labels but have no tables here)
+    free = np.sort(core[dom_size[core] > 1])  # (nodes off the core have no tables here)
     fid = np.full(len(dom_size), -1, np.int64)
     fid[free] = np.arange(len(free))
     idx = [np.nonzero(alive[ptr[v]:ptr[v] + k[v]])[0] for v in free.tolist()]
