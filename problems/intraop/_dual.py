@@ -213,6 +213,20 @@ class CoreDual:
         """Whether :meth:`bound` eliminates the core exactly (planned once: it depends on the graph only)."""
         return self._order is not None
 
+    @property
+    def node_terms(self) -> NDArray[np.int64]:
+        """int64[len(core)], read-only: ``min_x bar_v(x)`` of each core node in the last :meth:`certificate`."""
+        view = self._node_min.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def counted_entries(self) -> NDArray[np.bool_]:
+        """bool[len(adj_nbr)], read-only: the adjacency entries whose table the certificate counts (one per table)."""
+        view = self._edge_mask.view()
+        view.flags.writeable = False
+        return view
+
     def _replay(self, theta: NDArray[np.int64]) -> int | None:
         """Eliminate; returns the summed ELIM0 minima, or None when some ELIM0 node has no admissible label."""
         net, plan = self.prep.net, self.prep.plan

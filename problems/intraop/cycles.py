@@ -332,7 +332,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
         return None
     k, ptr = net.k, net.ptr
     th = dual.theta
-    mask = dual._edge_mask  # the adjacency entries whose table the certificate counts (j > v)
+    mask = dual.counted_entries
     n_e = int(np.count_nonzero(mask))
     e_v = np.zeros(n_e, np.int64)
     e_j = np.zeros(n_e, np.int64)
@@ -344,7 +344,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     got = _residual_tables(core, th, ptr, k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, dual.work, plan.tab_off,
                            plan.tab_x, dual.msg_int, dual.msg_off, dual.rev, e_v, e_j, b_off, bar, bar_min)
     assert got == n_e
-    node_sum = sum(dual._node_min.tolist())
+    node_sum = sum(dual.node_terms.tolist())
     if np.any(bar_min >= EXCL):
         return None
     # the decomposition starts from exactly the certificate's terms
