@@ -42,7 +42,7 @@ from problems.intraop._dual import EXACT_TABLE_LIMIT, EXCL, CoreDual, prepare_bo
 from problems.intraop.evaluate import usage_profile
 from problems.intraop.model import IntraopProblem, interval_sum
 
-__all__ = ["METHODS", "lower_bound", "memory_pruned_unary"]
+__all__ = ["METHODS", "lower_bound", "memory_pruned_unary", "multiplier_weights"]
 
 METHODS = ("trivial", "unconstrained", "lagrangian", "exact")
 _EPS = 2.0**-52
@@ -198,10 +198,12 @@ def _step_direction(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.i
 
 def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
-                upper_bound: float | None = None, inner_iterations: int = 3, patience: int = 8,
+                upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
+                patience: int = 8,
                 max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
                 exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
-                cycle_share: float = 0.25) -> Bound:
+                cycle_share: float = 0.25,
+                on_multipliers: Callable[[NDArray[np.float64]], None] | None = None) -> Bound:
     if direction not in ("labelling", "dual"):
         raise ValueError(f"unknown direction {direction!r}; choose 'labelling' or 'dual'")
     if not 0.0 <= cycle_share < 1.0:
@@ -259,7 +261,8 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 if exact_inner:
                     break  # lambda is optimal for an exactly solved inner problem
                 continue
-            target = upper_bound if upper_bound is not None and upper_bound > best else None
+            ub = upper_bound() if callable(upper_bound) else upper_bound
+            target = ub if ub is not None and ub > best else None
             if target is None:
                 target = float(best) + max(abs(float(best)) * 0.02, 1.0)
             step = scale * (float(target) - float(value)) / norm
@@ -272,6 +275,9 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         # a tightening that ends early (no cycle found, or converged) leaves its time to the multipliers
         deadline = end
         lam = best_lam.copy()
+    if on_multipliers is not None and best > -math.inf:
+        w, _ = _steps_weights(steps, best_lam, lo, hi)
+        on_multipliers(w)
     nz = np.nonzero(best_lam > 0)[0]
     detail.update(iterations=it, exact_inner=exact_inner, positive_multipliers=len(nz),
                   multipliers={str(int(steps[i])): float(best_lam[i]) for i in nz[np.argsort(-best_lam[nz])][:500]})
@@ -310,6 +316,23 @@ def _tighten_at(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.int64
     return max(best, value)
 
 
+def multiplier_weights(problem: IntraopProblem, time_limit_s: float, *,
+                       upper_bound: float | Callable[[], float | None] | None = None) -> NDArray[np.float64] | None:
+    """Per-node usage prices from the best Lagrangian multipliers found in ``time_limit_s`` seconds.
+
+    ``w_v = sum of lambda_t over v's interval`` (cost units per usage unit): the price
+    the Lagrangian bound puts on node ``v``'s usage, a starting point for penalty
+    searches. The multiplier steps aim at ``upper_bound`` (a known feasible cost, or a
+    function returning the current one, e.g. a running search's incumbent) when given.
+    Returns float64[n], or None when the instance has no usage limit or no step where it
+    can bind.
+    """
+    got: list[NDArray[np.float64]] = []
+    lower_bound(problem, "lagrangian", time_limit_s, upper_bound=upper_bound, cycle_share=0.0,
+                on_multipliers=got.append)
+    return got[0] if got else None
+
+
 def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_workers: int = 2, seed: int = 0,
            params: dict[str, Any] | None = None) -> Bound:
     prep = prepare_bounds(problem)
@@ -331,13 +354,14 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
         **kw: method options. ``unconstrained``: ``iterations``, ``patience`` (TRW-S passes),
             ``exact_table_limit`` (0 forces the dual bound even on tiny cores; also for ``lagrangian``).
             ``lagrangian``: ``initial_multipliers`` (``{time_step: lambda}`` or an array over
-            time steps, a warm start), ``upper_bound`` (a known feasible cost, used as the
-            Polyak step target), ``inner_iterations``, ``patience``, ``max_iterations``,
+            time steps, a warm start), ``upper_bound`` (a known feasible cost, or a function returning
+            the current one or None, used as the Polyak step target), ``inner_iterations``, ``patience``, ``max_iterations``,
             ``on_improvement(value)``, ``direction`` (``"labelling"``, the default, or ``"dual"``:
             which supergradient steers the steps, see ``_step_direction``), ``cycle_share``
             (default 0.25: this share of the time, when the core is not solved exactly, goes
             to tightening the best multipliers' bound with frustrated cycles, see
-            :mod:`problems.intraop.cycles`; 0 turns it off). ``exact``: ``num_workers`` (at most 2), ``seed``,
+            :mod:`problems.intraop.cycles`; 0 turns it off), ``on_multipliers(w)`` (called once at the
+            end with the best multipliers as per-node usage prices, see :func:`multiplier_weights`). ``exact``: ``num_workers`` (at most 2), ``seed``,
             ``params`` (CP-SAT parameter overrides).
 
     Returns:

@@ -252,3 +252,30 @@ def test_cli_bound_prints_one_json_line(tmp_path):
     assert json.loads(out.read_text())["value"] == doc["value"]
     r = CliRunner().invoke(main, ["intraop", "bound", example, "--method", "trivial", "--time-limit", "0"])
     assert r.exit_code == 2 and "--time-limit" in r.output
+
+
+def test_multiplier_weights_price_each_node_by_its_steps():
+    from problems.intraop.bounds import multiplier_weights
+    from problems.intraop.generators import random_instance
+
+    assert multiplier_weights(random_instance(10, 1, limit_quantile=None), 1.0) is None
+    seen_positive = False
+    for seed in range(20):
+        p = random_instance(12, seed, max_k=3, limit_quantile=0.1, horizon=6)
+        w = multiplier_weights(p, 0.5)
+        if w is None:
+            continue
+        assert w.shape == (p.n,) and np.all(w >= 0)
+        assert np.all(w[p.end <= p.start] == 0)  # never live: never priced
+        # nodes live over the same steps carry the same sum of multipliers
+        for u in range(p.n):
+            for v in range(p.n):
+                if p.start[u] == p.start[v] and p.end[u] == p.end[v]:
+                    assert w[u] == w[v]
+        # a node live over a superset of another's steps is priced at least as high
+        for u in range(p.n):
+            for v in range(p.n):
+                if p.start[u] <= p.start[v] < p.end[v] <= p.end[u]:
+                    assert w[u] >= w[v] * (1 - 1e-9) - 1e-12
+        seen_positive |= bool(np.any(w > 0))
+    assert seen_positive
