@@ -64,6 +64,15 @@ RECOMBINE_POLISH_PART = 0.5
 #: some 1e5 per second late in the run, recombination about 1e5 per pair taking 1-2 s.
 RECOMBINE_SHARE = 0.0
 RECOMBINE_STAGE_SHARE = 0.05
+#: Share of the time limit (at most LAGRANGIAN_MAX_S seconds) one worker spends, after the probes,
+#: searching Lagrangian multipliers for the usage limit (:func:`~problems.intraop.bounds.multiplier_weights`,
+#: steps aimed at the incumbent); it then runs a penalty search started at the prices they put on each
+#: node's usage, to the end. Off by default: at 0.15 on instance A (60 s, 2 workers, 12 runs) the runs
+#: end at 1.000025-1.00036 x the best known cost (median 1.00025) against 1.00002-1.0031 (median
+#: 1.00019, 11 runs) without, so it removes the bad end states but not the median; on M (180 s) it ended at
+#: 1.000015 against 0.99993, and S was unchanged.
+LAGRANGIAN_SHARE = 0.0
+LAGRANGIAN_MAX_S = 10.0
 #: Largest disagreement set solved in one CP-SAT model (larger ones go by connected components).
 RECOMBINE_MAX_NODES = 4000
 
@@ -94,7 +103,8 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
           on_improvement: Callable[[Incumbent], None] | None = None, prep: Prepared | None = None,
           slice_s: float = 1.0, max_iterations: int | None = None,
           search_options: dict[str, Any] | None = None, lns_share: float = LNS_SHARE,
-          recombine: bool = False, recombine_share: float = RECOMBINE_SHARE) -> dict[str, Any]:
+          recombine: bool = False, recombine_share: float = RECOMBINE_SHARE,
+          lagrangian_share: float = LAGRANGIAN_SHARE) -> dict[str, Any]:
     """Search for a cheap feasible assignment within ``time_limit_s`` seconds.
 
     Args:
@@ -175,8 +185,15 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
                         budget = min(RECOMBINE_STAGE_SHARE * time_limit_s, deadline - time.perf_counter())
                         _recombine_with(prep, best, stopped, time.perf_counter() + budget, workers, seed)
 
-                _successive_halving(pool, feasible or ranked[:workers], workers, deadline, best, names, slice_s,
-                                    between_stages)
+                seeded = None
+                if lagrangian_share > 0 and workers >= 2 and problem.usage_limit is not None:
+                    budget = min(LAGRANGIAN_MAX_S, lagrangian_share * time_limit_s)
+                    seeded = pool.submit(_lagrangian_search, prep, best, budget, deadline, seeds[keys[0]] + 1,
+                                         searches, names)
+                _successive_halving(pool, feasible or ranked[:workers], workers - (seeded is not None), deadline,
+                                    best, names, slice_s, between_stages)
+                if seeded is not None:
+                    seeded.result()
         active = ranked[:workers]
     if (recombine or recombine_share > 0) and best.inc is not None and not _exact_unconstrained(prep):
         last = recombine_end
@@ -252,6 +269,25 @@ def _recombine_with(prep: Prepared, best: _Best, searches: list[PenaltySearch], 
                              workers=workers, seed=seed + i, cost_a=best.inc.cost, cost_b=f.cost)
         if res.cost < best.inc.cost:
             best.offer(Found(res.cost, sol, -1, 0.0), "recombine")
+
+
+def _lagrangian_search(prep: Prepared, best: _Best, budget_s: float, deadline: float, seed: int,
+                       searches: list[PenaltySearch], names: dict[int, str]) -> None:
+    """Lagrangian multipliers for ``budget_s``, then a penalty search from their usage prices until ``deadline``."""
+    from problems.intraop.bounds import multiplier_weights
+    budget_s = min(budget_s, deadline - time.perf_counter())
+    if budget_s <= 0:
+        return
+    # the steps aim at the incumbent, which the other workers keep lowering meanwhile
+    w = multiplier_weights(prep.problem, budget_s, upper_bound=lambda: None if best.inc is None else best.inc.cost)
+    if w is None:
+        return
+    s = PenaltySearch(prep, w, seed, jitter=0.0)
+    names[id(s)] = "penalty-lagrangian"
+    searches.append(s)
+    while time.perf_counter() < deadline:
+        for f in s.step(min(1.0, deadline - time.perf_counter())):
+            best.offer(f, names[id(s)])
 
 
 def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best: _Best, name: str) -> None:

@@ -88,3 +88,31 @@ def test_contest_instance_g_feasible_and_close(tmp_path):
     r = solve(p, time_limit_s=8, seed=0)
     assert r["feasible"] and r["time_to_first_feasible_s"] < 8
     assert evaluate(p, r["solution"]).cost == r["cost"] <= 1.2 * 217039  # best known 217039
+
+
+def test_lagrangian_seeded_search_runs_and_stays_feasible(monkeypatch):
+    """With two workers and a usage limit, one worker prices usage by Lagrangian multipliers and
+    searches from there; every result is feasible, never below the brute-force optimum."""
+    import problems.intraop.runner as runner
+
+    calls = []
+    real = runner._lagrangian_search
+
+    def spy(prep, best, budget_s, deadline, seed, searches, names):
+        before = len(searches)
+        real(prep, best, budget_s, deadline, seed, searches, names)
+        calls.append((budget_s, [names[id(s)] for s in searches[before:]]))
+
+    monkeypatch.setattr(runner, "_lagrangian_search", spy)
+    for seed in range(6):
+        p = _instance(seed * 4 + 1)
+        best, _ = brute_force_table(p)
+        r = solve(p, time_limit_s=2.0, seed=seed, workers=2, lagrangian_share=0.15)
+        if best is None:
+            assert not r["feasible"]
+            continue
+        assert r["feasible"] and evaluate(p, r["solution"]).cost == r["cost"] >= best
+    # instances whose limit can never bind have no multipliers to search
+    assert all(names in ([], ["penalty-lagrangian"]) for _, names in calls)
+    assert sum(names == ["penalty-lagrangian"] for _, names in calls) >= 3
+    assert all(0 < budget <= 0.15 * 2.0 + 1e-9 for budget, _ in calls)
