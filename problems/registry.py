@@ -140,6 +140,9 @@ class IntraopAdapter:
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
+        import math
+        import time
+
         from problems.intraop.bounds import lower_bound
         from engine.local_runner import job_budget, live_bound
         budget = job_budget(ctx, spec, parallel)
@@ -147,9 +150,16 @@ class IntraopAdapter:
             return
         kw: dict[str, Any] = {"num_workers": max(2, num_workers), "seed": seed} if spec["kind"] == "exact" else {}
         if spec["kind"] == "lagrangian":
-            ub, _ = ctx.incumbent()  # the incumbent's cost steers the Polyak step size
-            if ub is not None:
-                kw["upper_bound"] = int(ub)
+            # the incumbent's cost steers the Polyak step size; the searches keep lowering it, so it is
+            # asked again (at most once a second: the answer carries the solution)
+            seen = {"t": -math.inf, "ub": None}
+
+            def target() -> float | None:
+                if time.monotonic() - seen["t"] >= 1.0:
+                    seen["t"], seen["ub"] = time.monotonic(), ctx.incumbent()[0]
+                return seen["ub"]
+
+            kw["upper_bound"] = target
             # every improving multiplier vector's value is itself a valid bound: report it now
             kw["on_improvement"] = live_bound(ctx, "lagrangian", "trw-s", 0.0)
         b = lower_bound(problem, spec["kind"], budget, **kw)
