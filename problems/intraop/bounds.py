@@ -42,7 +42,7 @@ from problems.intraop._dual import EXACT_TABLE_LIMIT, EXCL, CoreDual, prepare_bo
 from problems.intraop.evaluate import usage_profile
 from problems.intraop.model import IntraopProblem, interval_sum
 
-__all__ = ["METHODS", "lower_bound", "memory_pruned_unary", "multiplier_weights"]
+__all__ = ["METHODS", "MultiplierSearch", "lower_bound", "memory_pruned_unary", "multiplier_weights"]
 
 METHODS = ("trivial", "unconstrained", "lagrangian", "exact")
 _EPS = 2.0**-52
@@ -196,6 +196,103 @@ def _step_direction(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.i
     return interval_sum(per_node, problem.start, problem.end, problem.horizon)[steps] - float(M)
 
 
+class MultiplierSearch:
+    """Projected subgradient search for the usage limit's Lagrangian multipliers, resumable.
+
+    Each step bounds ``min_s C(s) + sum_t lambda_t (usage_t(s) - M)`` for the current
+    multipliers with warm-started TRW-S (see :class:`~problems.intraop._dual.CoreDual`);
+    every such value is a valid lower bound of the constrained optimum. Steps follow the
+    usage of the greedy labelling (``direction="labelling"``) or the exact supergradient of
+    the certified dual bound (``"dual"``), Polyak-sized towards ``upper_bound`` (a feasible
+    cost, or a function returning the current one or None). Call :meth:`run` as often as
+    wanted: state (multipliers, messages, step size) carries over.
+
+    Attributes:
+        active: False when there is nothing to search (no usage limit, or no step where it can bind).
+        best: the best certified value so far (``-inf`` before the first step), a Python int.
+        best_lam: float64[len(steps)], the multipliers that gave it.
+        status: None while searching; "infeasible" (no admissible assignment) or "optimal"
+            (multipliers optimal for an exactly solved inner problem) once finished.
+        iterations: steps taken.
+    """
+
+    def __init__(self, problem: IntraopProblem, *,
+                 initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
+                 upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
+                 patience: int = 8, exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
+                 on_improvement: Callable[[int], None] | None = None) -> None:
+        if direction not in ("labelling", "dual"):
+            raise ValueError(f"unknown direction {direction!r}; choose 'labelling' or 'dual'")
+        self.problem = problem
+        self.prep = prepare_bounds(problem)
+        self.unary, self.pruned = memory_pruned_unary(problem)
+        self.dual = CoreDual(self.prep, exact_table_limit=exact_table_limit)
+        self.steps = binding_steps(self.prep, self.unary)
+        self.active = problem.usage_limit is not None and len(self.steps) > 0
+        self.upper_bound, self.direction = upper_bound, direction
+        self.inner_iterations, self.patience = inner_iterations, patience
+        self.on_improvement = on_improvement
+        self.lo = np.searchsorted(self.steps, problem.start)
+        self.hi = np.searchsorted(self.steps, problem.end)
+        self.lam = _initial_lambda(self.steps, initial_multipliers)
+        self.theta = np.empty_like(self.unary)
+        self.best: float | int = -math.inf
+        self.best_lam = self.lam.copy()
+        self.scale, self.stale, self.iterations = 1.0, 0, 0
+        self.exact_inner = False
+        self.status: str | None = None
+
+    def run(self, deadline: float, max_iterations: int = 10**9) -> None:
+        """Take steps until ``deadline`` (``time.perf_counter()``; the very first step always runs),
+        ``max_iterations`` steps in all, or :attr:`status` is set."""
+        problem, dual, steps = self.problem, self.dual, self.steps
+        M = problem.usage_limit
+        if not self.active or self.status is not None:
+            return
+        assert M is not None
+        while self.iterations < max_iterations and (self.iterations == 0 or time.perf_counter() < deadline):
+            self.iterations += 1
+            w, lam_sum = _steps_weights(steps, self.lam, self.lo, self.hi)
+            BK.penalty_unary(self.unary, problem.node_usage, problem.node_ptr, w, self.theta)
+            inner, self.exact_inner = dual.bound(self.theta, iterations=self.inner_iterations, deadline=deadline,
+                                                 label=True, certify_every=self.inner_iterations)
+            if inner == math.inf:
+                self.status = "infeasible"
+                return
+            value = int(inner) - math.ceil(M * lam_sum)
+            if value > self.best:
+                self.best, self.best_lam, self.stale = value, self.lam.copy(), 0
+                if self.on_improvement is not None:
+                    self.on_improvement(value)
+            else:
+                self.stale += 1
+                if self.stale >= self.patience:
+                    self.scale, self.stale = max(self.scale / 2, 1e-4), 0
+                    self.lam = self.best_lam.copy()  # restart from the best point with shorter steps
+                    continue
+            g = _step_direction(problem, dual, steps, self.direction)
+            g[(self.lam <= 0) & (g < 0)] = 0.0  # projection: these steps cannot go lower
+            norm = float(g @ g)
+            if norm == 0.0:
+                if self.exact_inner:
+                    self.status = "optimal"  # lambda is optimal for an exactly solved inner problem
+                    return
+                continue
+            ub = self.upper_bound() if callable(self.upper_bound) else self.upper_bound
+            target = ub if ub is not None and ub > self.best else None
+            if target is None:
+                target = float(self.best) + max(abs(float(self.best)) * 0.02, 1.0)
+            step = self.scale * (float(target) - float(value)) / norm
+            self.lam = np.maximum(0.0, self.lam + max(step, 0.0) * g)
+
+    def weights(self) -> NDArray[np.float64] | None:
+        """float64[n]: each node's usage price under the best multipliers (the sum of them over its
+        interval, cost units per usage unit); None before the first step or when not :attr:`active`."""
+        if not self.active or self.best == -math.inf:
+            return None
+        return _steps_weights(self.steps, self.best_lam, self.lo, self.hi)[0]
+
+
 def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
                 upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
@@ -204,84 +301,45 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
                 cycle_share: float = 0.25,
                 on_multipliers: Callable[[NDArray[np.float64]], None] | None = None) -> Bound:
-    if direction not in ("labelling", "dual"):
-        raise ValueError(f"unknown direction {direction!r}; choose 'labelling' or 'dual'")
     if not 0.0 <= cycle_share < 1.0:
         raise ValueError(f"cycle_share must be in [0, 1), got {cycle_share}")
     end = t0 + time_limit_s
-    prep = prepare_bounds(problem)
-    unary, pruned = memory_pruned_unary(problem)
-    dual = CoreDual(prep, exact_table_limit=exact_table_limit)
+    ms = MultiplierSearch(problem, initial_multipliers=initial_multipliers, upper_bound=upper_bound,
+                          inner_iterations=inner_iterations, patience=patience, exact_table_limit=exact_table_limit,
+                          direction=direction, on_improvement=on_improvement)
+    dual = ms.dual
+    detail: dict[str, Any] = {"pruned_strategies": ms.pruned, "binding_steps": len(ms.steps)}
+    if not ms.active:
+        value, exact = dual.bound(ms.unary, iterations=10**9, deadline=end, patience=5)
+        detail.update(iterations=0, exact_inner=exact)
+        status = "infeasible" if value == math.inf else ("optimal" if exact else "bound-only")
+        return _bound("lagrangian", value, status, t0, "ve" if exact else "trw-s", detail)
     # the last share of the time tightens the best multipliers' bound with cycles (not needed
     # when the core is solved exactly)
     will_tighten = cycle_share > 0 and not dual.solves_core_exactly
     deadline = end - cycle_share * time_limit_s if will_tighten else end
-    steps = binding_steps(prep, unary)
-    detail: dict[str, Any] = {"pruned_strategies": pruned, "binding_steps": len(steps)}
-    M = problem.usage_limit
-    if M is None or len(steps) == 0:
-        value, exact = dual.bound(unary, iterations=10**9, deadline=end, patience=5)
-        detail.update(iterations=0, exact_inner=exact)
-        status = "infeasible" if value == math.inf else ("optimal" if exact else "bound-only")
-        return _bound("lagrangian", value, status, t0, "ve" if exact else "trw-s", detail)
-    lo = np.searchsorted(steps, problem.start)
-    hi = np.searchsorted(steps, problem.end)
-    lam = _initial_lambda(steps, initial_multipliers)
-    theta = np.empty_like(unary)
-    best: float | int = -math.inf
-    best_lam = lam.copy()
-    scale, stale, it = 1.0, 0, 0
-    exact_inner = False
     tightened = not will_tighten
     while True:
-        while it < max_iterations and (it == 0 or time.perf_counter() < deadline):
-            it += 1
-            w, lam_sum = _steps_weights(steps, lam, lo, hi)
-            BK.penalty_unary(unary, problem.node_usage, problem.node_ptr, w, theta)
-            inner, exact_inner = dual.bound(theta, iterations=inner_iterations, deadline=deadline, label=True,
-                                             certify_every=inner_iterations)
-            if inner == math.inf:
-                detail.update(iterations=it, reason="no admissible assignment")
-                return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
-            value = int(inner) - math.ceil(M * lam_sum)
-            if value > best:
-                best, best_lam, stale = value, lam.copy(), 0
-                if on_improvement is not None:
-                    on_improvement(value)
-            else:
-                stale += 1
-                if stale >= patience:
-                    scale, stale = max(scale / 2, 1e-4), 0
-                    lam = best_lam.copy()  # restart from the best point with shorter steps
-                    continue
-            g = _step_direction(problem, dual, steps, direction)
-            g[(lam <= 0) & (g < 0)] = 0.0  # projection: these steps cannot go lower
-            norm = float(g @ g)
-            if norm == 0.0:
-                if exact_inner:
-                    break  # lambda is optimal for an exactly solved inner problem
-                continue
-            ub = upper_bound() if callable(upper_bound) else upper_bound
-            target = ub if ub is not None and ub > best else None
-            if target is None:
-                target = float(best) + max(abs(float(best)) * 0.02, 1.0)
-            step = scale * (float(target) - float(value)) / norm
-            lam = np.maximum(0.0, lam + max(step, 0.0) * g)
-        if tightened or time.perf_counter() >= end or best == -math.inf:
+        ms.run(deadline, max_iterations)
+        if ms.status == "infeasible":
+            detail.update(iterations=ms.iterations, reason="no admissible assignment")
+            return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
+        if tightened or ms.status is not None or time.perf_counter() >= end or ms.best == -math.inf:
             break
-        best = _tighten_at(problem, dual, steps, best_lam, lo, hi, unary, theta, best, end, detail,
-                           on_improvement)
+        ms.best = _tighten_at(problem, dual, ms.steps, ms.best_lam, ms.lo, ms.hi, ms.unary, ms.theta, int(ms.best),
+                              end, detail, on_improvement)
         tightened = True
         # a tightening that ends early (no cycle found, or converged) leaves its time to the multipliers
         deadline = end
-        lam = best_lam.copy()
-    if on_multipliers is not None and best > -math.inf:
-        w, _ = _steps_weights(steps, best_lam, lo, hi)
+        ms.lam = ms.best_lam.copy()
+    w = ms.weights()
+    if on_multipliers is not None and w is not None:
         on_multipliers(w)
+    best_lam, steps = ms.best_lam, ms.steps
     nz = np.nonzero(best_lam > 0)[0]
-    detail.update(iterations=it, exact_inner=exact_inner, positive_multipliers=len(nz),
+    detail.update(iterations=ms.iterations, exact_inner=ms.exact_inner, positive_multipliers=len(nz),
                   multipliers={str(int(steps[i])): float(best_lam[i]) for i in nz[np.argsort(-best_lam[nz])][:500]})
-    return _bound("lagrangian", best, "bound-only", t0, "trw-s", detail)
+    return _bound("lagrangian", ms.best, "bound-only", t0, "trw-s", detail)
 
 
 def _tighten_at(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.int64], lam: NDArray[np.float64],
@@ -327,10 +385,10 @@ def multiplier_weights(problem: IntraopProblem, time_limit_s: float, *,
     Returns float64[n], or None when the instance has no usage limit or no step where it
     can bind.
     """
-    got: list[NDArray[np.float64]] = []
-    lower_bound(problem, "lagrangian", time_limit_s, upper_bound=upper_bound, cycle_share=0.0,
-                on_multipliers=got.append)
-    return got[0] if got else None
+    end = time.perf_counter() + time_limit_s
+    ms = MultiplierSearch(problem, upper_bound=upper_bound)
+    ms.run(end)
+    return ms.weights()
 
 
 def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_workers: int = 2, seed: int = 0,
