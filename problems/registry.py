@@ -91,6 +91,14 @@ class PipelineAdapter:
         return result_doc(problem, params["k"], coord, reason, elapsed_s)
 
 
+#: The first intra-op island spends this share of the time left when it starts (at most the
+#: maximum, seconds) on Lagrangian multipliers, and runs the search started from their usage
+#: prices first for the grace share (see :class:`~problems.intraop.island.IntraopIsland`).
+ISLAND_LAGRANGIAN_SHARE = 0.15
+ISLAND_LAGRANGIAN_MAX_S = 10.0
+ISLAND_PRICED_GRACE_SHARE = 0.25
+
+
 class IntraopAdapter:
     """Intra-operator sharding (IOPDDL): no params; exact integer costs."""
 
@@ -123,7 +131,12 @@ class IntraopAdapter:
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
         from problems.intraop.island import IntraopIsland
         from problems.intraop.relaxed import prepare
-        return IntraopIsland(prepare(problem), seed, index, int(params.get("_islands", 1)))
+        left = params.get("_time_left_s")
+        kw = {}
+        if index == 0 and left is not None:  # one island prices usage by Lagrangian multipliers
+            kw = {"lagrangian_s": min(ISLAND_LAGRANGIAN_MAX_S, ISLAND_LAGRANGIAN_SHARE * left),
+                  "priced_grace_s": ISLAND_PRICED_GRACE_SHARE * left}
+        return IntraopIsland(prepare(problem), seed, index, int(params.get("_islands", 1)), **kw)
 
     def to_solution(self, found: Any) -> Any:
         return [int(s) for s in found.solution]
