@@ -296,11 +296,9 @@ class MultiplierSearch:
 def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
                 upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
-                patience: int = 8,
-                max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
+                patience: int = 8, max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
                 exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
-                cycle_share: float = 0.25,
-                on_multipliers: Callable[[NDArray[np.float64]], None] | None = None) -> Bound:
+                cycle_share: float = 0.25) -> Bound:
     if not 0.0 <= cycle_share < 1.0:
         raise ValueError(f"cycle_share must be in [0, 1), got {cycle_share}")
     end = t0 + time_limit_s
@@ -332,9 +330,6 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         # a tightening that ends early (no cycle found, or converged) leaves its time to the multipliers
         deadline = end
         ms.lam = ms.best_lam.copy()
-    w = ms.weights()
-    if on_multipliers is not None and w is not None:
-        on_multipliers(w)
     best_lam, steps = ms.best_lam, ms.steps
     nz = np.nonzero(best_lam > 0)[0]
     detail.update(iterations=ms.iterations, exact_inner=ms.exact_inner, positive_multipliers=len(nz),
@@ -412,15 +407,15 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
         **kw: method options. ``unconstrained``: ``iterations``, ``patience`` (TRW-S passes),
             ``exact_table_limit`` (0 forces the dual bound even on tiny cores; also for ``lagrangian``).
             ``lagrangian``: ``initial_multipliers`` (``{time_step: lambda}`` or an array over
-            time steps, a warm start), ``upper_bound`` (a known feasible cost, or a function returning
-            the current one or None, used as the Polyak step target), ``inner_iterations``, ``patience``, ``max_iterations``,
-            ``on_improvement(value)``, ``direction`` (``"labelling"``, the default, or ``"dual"``:
-            which supergradient steers the steps, see ``_step_direction``), ``cycle_share``
-            (default 0.25: this share of the time, when the core is not solved exactly, goes
-            to tightening the best multipliers' bound with frustrated cycles, see
-            :mod:`problems.intraop.cycles`; 0 turns it off), ``on_multipliers(w)`` (called once at the
-            end with the best multipliers as per-node usage prices, see :func:`multiplier_weights`). ``exact``: ``num_workers`` (at most 2), ``seed``,
-            ``params`` (CP-SAT parameter overrides).
+            time steps, a warm start), ``upper_bound`` (a known feasible cost, or a function
+            returning the current one or None, used as the Polyak step target),
+            ``inner_iterations``, ``patience``, ``max_iterations``, ``on_improvement(value)``,
+            ``direction`` (``"labelling"``, the default, or ``"dual"``: which supergradient
+            steers the steps, see ``_step_direction``), ``cycle_share`` (default 0.25: this
+            share of the time, when the core is not solved exactly, goes to tightening the
+            best multipliers' bound with frustrated cycles, see :mod:`problems.intraop.cycles`;
+            0 turns it off). ``exact``: ``num_workers`` (at most 2), ``seed``, ``params``
+            (CP-SAT parameter overrides).
 
     Returns:
         A :class:`~engine.records.Bound`; ``value`` is a Python int, ``math.inf`` when the
