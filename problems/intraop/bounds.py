@@ -298,9 +298,12 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
                 patience: int = 8, max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
                 exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
-                cycle_share: float = 0.25) -> Bound:
+                cycle_share: float = 0.25, price_reserve: float = 0.0,
+                on_prices: Callable[[NDArray[np.float64]], None] | None = None) -> Bound:
     if not 0.0 <= cycle_share < 1.0:
         raise ValueError(f"cycle_share must be in [0, 1), got {cycle_share}")
+    if not 0.0 <= price_reserve < 1.0:
+        raise ValueError(f"price_reserve must be in [0, 1), got {price_reserve}")
     end = t0 + time_limit_s
     ms = MultiplierSearch(problem, initial_multipliers=initial_multipliers, upper_bound=upper_bound,
                           inner_iterations=inner_iterations, patience=patience, exact_table_limit=exact_table_limit,
@@ -312,6 +315,9 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         detail.update(iterations=0, exact_inner=exact)
         status = "infeasible" if value == math.inf else ("optimal" if exact else "bound-only")
         return _bound("lagrangian", value, status, t0, "ve" if exact else "trw-s", detail)
+    # the caller's priced search gets its reserve only where there are prices to search from
+    end -= price_reserve * time_limit_s
+    time_limit_s -= price_reserve * time_limit_s
     # the last share of the time tightens the best multipliers' bound with cycles (not needed
     # when the core is solved exactly)
     will_tighten = cycle_share > 0 and not dual.solves_core_exactly
@@ -331,6 +337,9 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         deadline = end
         ms.lam = ms.best_lam.copy()
     best_lam, steps = ms.best_lam, ms.steps
+    prices = ms.weights()
+    if on_prices is not None and prices is not None:
+        on_prices(prices)
     nz = np.nonzero(best_lam > 0)[0]
     detail.update(iterations=ms.iterations, exact_inner=ms.exact_inner, positive_multipliers=len(nz),
                   multipliers={str(int(steps[i])): float(best_lam[i]) for i in nz[np.argsort(-best_lam[nz])][:500]})
@@ -414,7 +423,11 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
             steers the steps, see ``_step_direction``), ``cycle_share`` (default 0.25: this
             share of the time, when the core is not solved exactly, goes to tightening the
             best multipliers' bound with frustrated cycles, see :mod:`problems.intraop.cycles`;
-            0 turns it off). ``exact``: ``num_workers`` (at most 2), ``seed``, ``params``
+            0 turns it off), ``price_reserve`` (default 0: this share of the time is left
+            unused when the usage limit can bind, for the caller's search from the prices;
+            the bound then ends that much sooner) and ``on_prices(prices)`` (called once at
+            the end, when the limit can bind, with the usage prices of the best multipliers,
+            float64[n] as :meth:`MultiplierSearch.weights`). ``exact``: ``num_workers`` (at most 2), ``seed``, ``params``
             (CP-SAT parameter overrides).
 
     Returns:

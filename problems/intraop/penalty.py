@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -164,3 +164,12 @@ class PenaltySearch:
                 out.append(f)
             if time.perf_counter() >= deadline:
                 return out
+
+
+def run_until(search: PenaltySearch, deadline: float, report: Callable[[Found], None],
+              should_stop: Callable[[], bool] = lambda: False, slice_s: float = 1.0) -> None:
+    """Step ``search`` until ``deadline`` (``time.perf_counter()`` seconds) or ``should_stop()``
+    (asked every ``slice_s`` seconds at most), passing each of its new bests to ``report``."""
+    while time.perf_counter() < deadline and not should_stop():
+        for f in search.step(min(slice_s, deadline - time.perf_counter())):
+            report(f)

@@ -28,7 +28,7 @@ from problems.intraop import repair as greedy
 from problems.intraop.evaluate import evaluate
 from problems.intraop.lns import NeighbourhoodSearch, recombine
 from problems.intraop.model import IntraopProblem
-from problems.intraop.penalty import Found, PenaltySearch
+from problems.intraop.penalty import Found, PenaltySearch, run_until
 from problems.intraop.relaxed import Prepared, core_is_tiny, prepare
 
 #: Initial uniform weights tried first, and the escalation while nothing is feasible.
@@ -285,9 +285,7 @@ def _lagrangian_search(prep: Prepared, best: _Best, budget_s: float, deadline: f
     s = PenaltySearch(prep, w, seed, jitter=0.0)
     names[id(s)] = "penalty-lagrangian"
     searches.append(s)
-    while time.perf_counter() < deadline:
-        for f in s.step(min(1.0, deadline - time.perf_counter())):
-            best.offer(f, names[id(s)])
+    run_until(s, deadline, lambda f: best.offer(f, names[id(s)]))
 
 
 def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best: _Best, name: str) -> None:

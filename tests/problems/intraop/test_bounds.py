@@ -279,3 +279,44 @@ def test_multiplier_weights_price_each_node_by_its_steps():
                     assert w[u] >= w[v] * (1 - 1e-9) - 1e-12
         seen_positive |= bool(np.any(w > 0))
     assert seen_positive
+
+
+def test_lagrangian_hands_the_best_multipliers_prices_to_the_caller():
+    import time
+
+    from problems.intraop.bounds import MultiplierSearch
+    from problems.intraop.generators import random_instance
+
+    handed = 0
+    for seed in range(20):
+        p = random_instance(12, seed, max_k=3, limit_quantile=0.1, horizon=6)
+        got: list[np.ndarray] = []
+        b = lower_bound(p, "lagrangian", 30.0, max_iterations=15, cycle_share=0.0, price_reserve=0.5,
+                        on_prices=got.append)
+        ms = MultiplierSearch(p)  # the same search, run alone: same steps, same best multipliers
+        ms.run(time.perf_counter() + 30.0, 15)
+        w = ms.weights()
+        if w is None:
+            assert not got
+            continue
+        handed += 1
+        assert len(got) == 1 and np.array_equal(got[0], w)
+        assert b.value == ms.best
+    assert handed >= 5
+    # no usage limit: nothing to price, and no time is held back
+    got = []
+    lower_bound(random_instance(12, 1, limit_quantile=None), "lagrangian", 5.0, price_reserve=0.5,
+                on_prices=got.append)
+    assert not got
+    with pytest.raises(ValueError, match="price_reserve"):
+        lower_bound(random_instance(8, 0), "lagrangian", 1.0, price_reserve=1.0)
+
+
+def test_lagrangian_leaves_its_price_reserve_unused():
+    from problems.intraop.generators import random_instance
+
+    # a search that does not converge within the limit runs to its end, less the reserve
+    p = random_instance(300, 3, max_k=6, limit_quantile=0.05, horizon=60)
+    got: list[np.ndarray] = []
+    b = lower_bound(p, "lagrangian", 4.0, patience=10**6, price_reserve=0.5, on_prices=got.append)
+    assert got and b.wall_s < 2.6
