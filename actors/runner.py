@@ -176,7 +176,7 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
         generation[("search", slot)] = g + 1
         name = f"search-{slot}" + (f"r{g}" if g else "")
         a = SearchWorkerActor.options(num_cpus=cpus_per_worker, name=name).remote(
-            problem_name, problem_ref, {**params, "_islands": n_search, "_time_left_s": max(0.0, t_end - time.monotonic())},
+            problem_name, problem_ref, {**params, "_islands": n_search},
             seed, slot + 1000 * g, name)
         running[a.run.remote(coord)] = ("search", slot, a, None)
 

@@ -7,13 +7,9 @@ each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch` with its ow
 seed; it then spends its time mostly on its best search, giving every
 fourth slice to the others in turn (a search started elsewhere can overtake).
 Its best solution is polished by pair-table moves at most every ``polish_every_s``.
-
-With ``lagrangian_s > 0`` (and a usage limit that can bind), the island then spends that
-much of its time on Lagrangian multipliers (:class:`~problems.intraop.bounds.MultiplierSearch`,
-in slices, steps aimed at its best cost) and adds a penalty search started from the
-prices they put on each node's usage. That search is run first for its first
-``priced_grace_s`` seconds, whatever its cost, then ranked like the others. Knows nothing
-of Ray: the search worker actor calls :meth:`step`.
+(On Ray a search from Lagrangian usage prices runs on the bound worker instead: see
+the Lagrangian bound job in :mod:`problems.registry`.) Knows nothing of Ray: the search
+worker actor calls :meth:`step`.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ from problems.intraop.runner import FIRST_SCALES, MORE_SCALES, VARIANTS
 
 class IntraopIsland:
     def __init__(self, prep: Prepared, seed: int, index: int = 0, n_islands: int = 1, *,
-                 slice_s: float = 0.5, polish_every_s: float = 10.0, lagrangian_s: float = 0.0,
-                 priced_grace_s: float = 0.0) -> None:
+                 slice_s: float = 0.5, polish_every_s: float = 10.0) -> None:
         # (weight scale, solver variant) pairs, as the in-process runner probes them
         keys = [(w, v) for w in FIRST_SCALES + MORE_SCALES for v in VARIANTS]
         mine = keys[index % len(keys)::max(1, n_islands)] or [keys[index % len(keys)]]
@@ -50,11 +45,6 @@ class IntraopIsland:
         self._turn = 0
         self._last_polish = time.monotonic()
         self._polished_cost: int | None = None
-        self._lag_left = lagrangian_s if prep.problem.usage_limit is not None else 0.0
-        self._multipliers: Any = None  # a MultiplierSearch while the island prices usage
-        self._priced: PenaltySearch | None = None
-        self._priced_left = priced_grace_s
-        self._priced_seed = int(np.random.SeedSequence([seed, index, 1]).generate_state(1)[0])
 
     def _offer(self, f: Found | None, report: Callable[[Any, Any], None]) -> None:
         if f is not None and (self.best is None or f.cost < self.best.cost):
@@ -82,49 +72,20 @@ class IntraopIsland:
         before = sum(s.iterations for s in self.searches)
         if len(self.searches) < len(self.first) or (self.best is None and self.more):
             self._probe(on_improvement, deadline)
-        if self._lag_left > 0 and self.best is not None and time.monotonic() < deadline:
-            self._price(deadline)
         while self.searches and time.monotonic() < deadline and not should_stop():
             ranked = sorted(self.searches, key=self._rank)
             self._turn += 1
             s = ranked[0] if self._turn % 4 or len(ranked) == 1 else ranked[1 + (self._turn // 4) % (len(ranked) - 1)]
-            t = time.monotonic()
             for f in s.step(min(self.slice_s, max(0.01, deadline - time.monotonic()))):
                 self._offer(f, on_improvement)
-            if s is self._priced:
-                self._priced_left -= time.monotonic() - t
         if (self.best is not None and self.best.cost != self._polished_cost
                 and time.monotonic() - self._last_polish >= self.polish_every_s):
             self._polish(on_improvement)
         return sum(s.iterations for s in self.searches) - before
 
     def _rank(self, s: PenaltySearch) -> int:
-        if s is self._priced and self._priced_left > 0:
-            return -1  # its grace: first, whatever its cost
         b = s.best()
         return b.cost if b is not None else 2 ** 200
-
-    def _price(self, deadline: float) -> None:
-        """Lagrangian multipliers until ``deadline`` or the pricing budget is spent; then the priced search."""
-        from problems.intraop.bounds import MultiplierSearch
-        t = time.monotonic()
-        if self._multipliers is None:
-            self._multipliers = MultiplierSearch(self.prep.problem,
-                                                 upper_bound=lambda: None if self.best is None else self.best.cost)
-            if not self._multipliers.active:
-                self._lag_left, self._multipliers = 0.0, None
-                return
-        ms = self._multipliers
-        left = min(self._lag_left, deadline - time.monotonic())
-        ms.run(time.perf_counter() + max(0.0, left))
-        self._lag_left -= time.monotonic() - t
-        if self._lag_left > 0 and ms.status is None:
-            return
-        w = ms.weights()
-        self._lag_left, self._multipliers = 0.0, None  # its network and messages are no longer needed
-        if w is not None:
-            self._priced = PenaltySearch(self.prep, w, self._priced_seed, jitter=0.0)
-            self.searches.append(self._priced)
 
     def _polish(self, report: Callable[[Any, Any], None]) -> None:
         assert self.best is not None
