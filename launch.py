@@ -257,7 +257,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     Runs on Ray (started locally unless --address is given): penalty-search workers and
     lower-bound workers report to one coordinator, which stops at --target-gap, on a
     proven optimum or at the time limit. --in-process runs the searches in threads
-    (--workers of them) without bounds.
+    (--workers of them, default one per CPU) without bounds.
     """
     import time
 
@@ -275,7 +275,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
                               "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": "running"})
 
         doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
-                    workers=workers or 1, on_improvement=save if out else None)
+                    workers=workers or max(1, os.cpu_count() or 1), on_improvement=save if out else None)
         doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
     else:
         doc = _run_on_ray("intraop", instance, {}, time_limit=time_limit, target_gap=target_gap, seed=seed,
