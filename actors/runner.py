@@ -108,6 +108,12 @@ def _ray_started() -> bool:
     return ray is not None and ray.is_initialized()
 
 
+#: ``ray_used`` is set once a run in this process has connected to Ray: Ray's native threads outlive
+#: ``ray.shutdown()``, and a job forked next to them (the prelude's) can die before its
+#: first line (SIGSEGV seen in 2 of 9 such forks in one test process, none from a new one)
+_PROCESS = {"ray_used": False}
+
+
 def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
         target_gap: float, seed: int, run_dir: str, resume: bool = False, address: str | None = None,
         workers: int | None = None, cpus_per_worker: float = 1.0, bounds: bool = True,
@@ -135,7 +141,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
               "address": address, "cpus_per_worker": cpus_per_worker}
 
     prelude = None
-    if address is None and not resume and not _ray_started() and wants_head and prelude_available():
+    if (address is None and not resume and not _ray_started() and not _PROCESS["ray_used"] and wants_head
+            and prelude_available()):
         head = default_head_start(time_limit_s) if head_start_s is None else head_start_s
         if head > 0:  # the head start runs in this process, before Ray starts (actors/prelude.py)
             total = workers or max(1, int((os.cpu_count() or 1) // cpus_per_worker))
@@ -156,6 +163,7 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     from cluster.connect import connect
 
     try:
+        _PROCESS["ray_used"] = True  # from the attempt on: a failed start may leave threads as well
         resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
                             namespace=namespace)
     except KeyboardInterrupt:

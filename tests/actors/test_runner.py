@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +21,7 @@ from problems.pipeline.generators import regal_like  # noqa: E402
 from problems.pipeline.io import load_graph, save_graph  # noqa: E402
 
 pytestmark = [pytest.mark.ray]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -149,13 +154,35 @@ def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Pa
     assert seen[-1][1] > max(during)  # and it searches after the head start
 
 
+def _in_new_process(fn: str, *args: Any) -> Any:
+    """This module's ``fn(*args)`` run in a new interpreter (arguments and result as JSON).
+
+    A local run forks its head-start job before Ray starts (actors/prelude.py), as the CLI
+    does in a new process. Once Ray has run in a process its native threads stay, and a
+    job forked next to them can die before its first line, so runs that test the prelude
+    do not run in this test process."""
+    code = ("import json, sys; import tests.actors.test_runner as m; "
+            f"print('RESULT ' + json.dumps(m.{fn}(*json.loads(sys.argv[1]))))")
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(args)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
+    assert r.returncode == 0 and lines, r.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _settled_run(path: str, rd: str) -> dict:
+    doc = run("pipeline", path, {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=rd, workers=2)
+    return {"doc": doc, "ray": ray.is_initialized()}
+
+
 def test_a_run_settled_in_the_prelude_never_starts_ray(tmp_path: Path) -> None:
     f = tmp_path / "g.json"
     save_graph(regal_like(5, n=24, family="sbm"), f)  # k=2: the exact MIP proves it within a second
     rd = tmp_path / "rd"
-    doc = run("pipeline", str(f), {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=str(rd), workers=2)
+    got = _in_new_process("_settled_run", str(f), str(rd))
+    doc = got["doc"]
     assert doc["stopped_because"] == "optimal", doc
-    assert not ray.is_initialized()
+    assert not got["ray"]
     assert doc["elapsed_s"] < 6.0  # the head start (6 s here) was not needed in full
     _check_solution(f, doc)
     events = read_events(rd)
@@ -163,9 +190,21 @@ def test_a_run_settled_in_the_prelude_never_starts_ray(tmp_path: Path) -> None:
     assert (rd / "best_solution.json").exists() and (rd / "result.json").exists()
 
 
-def test_a_proof_ends_the_prelude_while_its_island_epoch_still_runs(tmp_path: Path, monkeypatch) -> None:
-    # the epoch (kernel loading, seeded solutions) runs next to the driver's wait on the
-    # job: a proof that comes first ends the run at once, not after the epoch
+def test_no_prelude_in_a_process_that_has_run_ray(tmp_path: Path, monkeypatch) -> None:
+    import actors.runner
+
+    monkeypatch.setitem(actors.runner._PROCESS, "ray_used", True)
+    f = tmp_path / "g.json"
+    save_graph(regal_like(5, n=24, family="sbm"), f)
+    rd = tmp_path / "rd"
+    doc = run("pipeline", str(f), {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=str(rd), workers=2)
+    assert doc["stopped_because"] == "optimal", doc
+    assert ray.is_initialized()  # the head start ran on Ray, with no job forked from this process
+    config = json.loads((rd / "config.json").read_text())
+    assert not config.get("head_start_in_driver") and config["head_start_s"] > 0
+
+
+def _run_with_a_slow_epoch(path: str, rd: str) -> dict:
     from problems import registry
 
     adapter = registry.get("pipeline")
@@ -175,28 +214,42 @@ def test_a_proof_ends_the_prelude_while_its_island_epoch_still_runs(tmp_path: Pa
         time.sleep(4.0)
         return slow(*a, **kw)
 
-    monkeypatch.setattr(adapter, "make_search", make_search)
+    adapter.make_search = make_search  # this process only
+    t0 = time.monotonic()
+    doc = run("pipeline", path, {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=rd, workers=2)
+    return {"doc": doc, "wall": time.monotonic() - t0,
+            "epoch_threads": [t.name for t in threading.enumerate() if t.name == "gapstop-island-epoch"]}
+
+
+def test_a_proof_ends_the_prelude_while_its_island_epoch_still_runs(tmp_path: Path) -> None:
+    # the epoch (kernel loading, seeded solutions) runs next to the driver's wait on the
+    # job: a proof that comes first ends the run at once, not after the epoch
     f = tmp_path / "g.json"
     save_graph(regal_like(5, n=24, family="sbm"), f)  # k=2: the exact MIP proves it within a second
-    t0 = time.monotonic()
-    doc = run("pipeline", str(f), {"k": 2}, time_limit_s=60, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
-              workers=2)
+    got = _in_new_process("_run_with_a_slow_epoch", str(f), str(tmp_path / "rd"))
+    doc = got["doc"]
     assert doc["stopped_because"] == "optimal", doc
     assert doc["elapsed_s"] < 3.0  # in the driver's main thread the epoch alone took 4 s
     _check_solution(f, doc)
     # and the epoch's thread did not outlive the run (the caller may start Ray next)
-    assert time.monotonic() - t0 >= 4.0
-    assert not [t for t in threading.enumerate() if t.name == "gapstop-island-epoch"]
+    assert got["wall"] >= 4.0
+    assert not got["epoch_threads"]
+
+
+def _handed_over_run(path: str, rd: str) -> dict:
+    seen: list[dict] = []
+    doc = run("pipeline", path, {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=rd, workers=2,
+              head_start_s=2.0, progress=seen.append)
+    return {"doc": doc, "ray": ray.is_initialized(), "max_elapsed": max(st["elapsed"] for st in seen)}
 
 
 def test_prelude_hands_over_to_ray_without_losing_reports(tmp_path: Path) -> None:
     f = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
     rd = tmp_path / "rd"
-    seen: list[dict] = []
-    doc = run("pipeline", str(f), {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=str(rd), workers=2,
-              head_start_s=2.0, progress=seen.append)
-    assert ray.is_initialized() and doc["stopped_because"] == "time-limit"
+    got = _in_new_process("_handed_over_run", str(f), str(rd))
+    doc = got["doc"]
+    assert got["ray"] and doc["stopped_because"] == "time-limit"
     # one clock from the prelude's start: the time limit includes Ray's start-up
     assert 29.0 <= doc["elapsed_s"] <= 32.0
     events = read_events(rd)
@@ -209,7 +262,7 @@ def test_prelude_hands_over_to_ray_without_losing_reports(tmp_path: Path) -> Non
     # ... and the run went on on Ray: the island actor searched, the driver's job kept reporting
     assert doc["workers"]["evals"].get("search-0", 0) > 0, doc["workers"]
     assert "driver:exact" in doc["workers"]["nodes"]
-    assert max(st["elapsed"] for st in seen) > 20.0
+    assert got["max_elapsed"] > 20.0
     lbs = [e["value"] for e in events if e["kind"] == "lower"]
     assert doc["lower_bound"] == max(lbs)
     _check_solution(f, doc)
@@ -248,26 +301,33 @@ def test_prelude_demote_lowers_every_thread_of_the_job() -> None:
         proc.join(10)
 
 
-def test_interrupt_while_ray_starts_keeps_the_prelude_result(tmp_path: Path, monkeypatch) -> None:
-    """Ctrl-C during Ray's start-up (10 s on a small machine) must end the run with its result,
-    from the driver's coordinator, as during the head start; it used to escape as a bare
-    KeyboardInterrupt (exit 1, no result file)."""
+def _run_interrupted_while_ray_starts(path: str, rd: str) -> dict:
     import cluster.connect
 
     def interrupted_connect(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cluster.connect, "connect", interrupted_connect)
+    cluster.connect.connect = interrupted_connect  # this process only
+    try:
+        doc = run("pipeline", path, {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=rd, workers=2,
+                  head_start_s=1.0)
+    except KeyboardInterrupt:
+        return {"escaped": True}
+    return {"escaped": False, "doc": doc, "ray": ray.is_initialized()}
+
+
+def test_interrupt_while_ray_starts_keeps_the_prelude_result(tmp_path: Path) -> None:
+    """Ctrl-C during Ray's start-up (10 s on a small machine) must end the run with its result,
+    from the driver's coordinator, as during the head start; it used to escape as a bare
+    KeyboardInterrupt (exit 1, no result file)."""
     f = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not settled within the head start
     rd = tmp_path / "rd"
-    try:
-        doc = run("pipeline", str(f), {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=str(rd),
-                  workers=2, head_start_s=1.0)
-    except KeyboardInterrupt:
-        pytest.fail("the interrupt escaped the run")
+    got = _in_new_process("_run_interrupted_while_ray_starts", str(f), str(rd))
+    assert not got["escaped"], "the interrupt escaped the run"
+    doc = got["doc"]
     assert doc["stopped_because"] == "interrupted" and doc["objective"] is not None, doc
-    assert not ray.is_initialized()
+    assert not got["ray"]
     _check_solution(f, doc)
     assert (rd / "result.json").exists()
 
