@@ -94,8 +94,8 @@ class PipelineAdapter:
 #: The Lagrangian bound job leaves this share of its time, when the usage limit can bind, to a
 #: penalty search started from its multipliers' usage prices (a Lagrangian heuristic), whose
 #: solutions it reports. Instance A at 60 s on 2 CPUs (one island, one bound worker): median 1.00025
-#: x the best known cost over 7 runs (5 at 1.000025-1.00025) against 1.0033 (3 of 7 at 1.00026-1.00035)
-#: when the first island priced usage itself instead (BENCHMARKS.md).
+#: x the best known cost over 11 runs (8 at 1.000025-1.00026) against 1.0033 over 7 (3 at
+#: 1.00026-1.00035) when the first island priced usage itself instead (BENCHMARKS.md).
 LAGRANGIAN_HEURISTIC_SHARE = 0.5
 
 
@@ -109,9 +109,6 @@ class IntraopAdapter:
     #: Lagrangian's bound is at least as high (its multipliers start at 0, and without a usage
     #: limit that can bind it computes the same relaxation).
     BOUND_JOBS = (("exact", 0.2), ("lagrangian", 1.0))
-
-    def __init__(self) -> None:
-        self._prep: dict[int, Any] = {}
 
     def load(self, path: str) -> Any:
         from problems.intraop.io import load_problem
