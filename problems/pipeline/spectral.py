@@ -49,6 +49,13 @@ from numpy.typing import NDArray
 from problems.pipeline.closed_form import nudge_down
 from problems.pipeline.model import PipelineProblem
 
+#: The ascent stops after this many seconds without a rise (and at least MIN_STALE iterations):
+#: 40 iterations of patience took 30 s of both cores on lstm_lm_unrolled (1,736 nodes), whose
+#: bound never rose after its first iterate, while on the REGAL-style graphs the whole ascent
+#: takes 0.2-3 s and its rises come milliseconds apart (BENCHMARKS.md).
+PATIENCE_S = 2.0
+MIN_STALE = 5
+
 #: Weight of a tensor's producer-consumer edges, as a fraction of the largest valid one, for
 #: tensors with several consumers (0.75 measured best of 0.5 / 0.75 / 1 on the REGAL graphs).
 THETA = 0.75
@@ -136,13 +143,16 @@ def least_t(lam: NDArray[np.float64], tr_d: float, work_total: float, omega_tota
 
 
 def spectral_bound_value(problem: PipelineProblem, k: int, time_limit_s: float = 5.0, *,
-                         max_iters: int = 2000, patience: int = 40, theta: float = THETA,
+                         max_iters: int = 2000, patience: int = 40, patience_s: float = PATIENCE_S,
+                         theta: float = THETA,
                          should_stop: Callable[[], bool] | None = None,
                          on_improve: Callable[[float], None] | None = None) -> tuple[float, dict[str, float]]:
     """The bound of the module docstring, improved for up to ``time_limit_s`` seconds.
 
     Stops early once ``patience`` iterations in a row raised it by less than 1e-5
-    (relative): the subgradient steps shrink, so little more is to be had.
+    (relative): the subgradient steps shrink, so little more is to be had. On large
+    graphs, where one eigendecomposition takes most of a second, it stops sooner: once
+    :data:`MIN_STALE` such iterations took ``patience_s`` seconds since the last rise.
     Returns ``(value, detail)``; ``value`` is a valid lower bound on OPT (time units) at
     every iteration, and ``on_improve(value)`` is called whenever it rises.
     """
@@ -165,7 +175,10 @@ def spectral_bound_value(problem: PipelineProblem, k: int, time_limit_s: float =
     d = np.zeros(n, np.float64)
     ascend = bool(lap.any())   # no communication at all: D = 0 is already optimal
     best, it, stale = 0.0, 0, 0
+    risen_at = t0
     while it < max_iters and stale < patience:
+        if stale >= MIN_STALE and time.perf_counter() - risen_at >= patience_s:
+            break
         m = (lap + np.diag(d)) * scale
         if not np.all(np.isfinite(m)):
             break   # magnitudes beyond float range: keep the last valid value
@@ -177,7 +190,10 @@ def spectral_bound_value(problem: PipelineProblem, k: int, time_limit_s: float =
         low = np.concatenate((lam[:kk] - margin, np.full(k - kk, lam[-1] - margin)))
         t = least_t(low, float(d.sum()), work_total, omega_total, slack, k)
         it += 1
-        stale = 0 if t > best * (1.0 + 1e-5) else stale + 1
+        if t > best * (1.0 + 1e-5):
+            stale, risen_at = 0, time.perf_counter()
+        else:
+            stale += 1
         if t > best:
             best = t
             if on_improve is not None:

@@ -123,3 +123,13 @@ def test_stops_and_reports() -> None:
     assert seen == sorted(seen) and seen[-1] == b.value
     stopped = bounds.spectral_bound(p, 4, 10.0, should_stop=lambda: True)
     assert stopped.detail["iterations"] == 1 and stopped.value <= b.value
+
+
+def test_time_patience_stops_a_stalled_ascent() -> None:
+    # Without time patience the ascent ends 40 stale iterations after its last rise; with
+    # patience_s=0 it ends after MIN_STALE (5) stale ones, at the latest after that same rise.
+    p = regal_like(3, n=60)
+    full_v, full = spectral.spectral_bound_value(p, 4, 10.0, patience_s=float("inf"))
+    early_v, early = spectral.spectral_bound_value(p, 4, 10.0, patience_s=0.0)
+    assert early["iterations"] <= full["iterations"] - (40 - spectral.MIN_STALE), (early, full)
+    assert early_v <= full_v
