@@ -173,6 +173,8 @@ class Prelude:
         self.done = False
         self.error: str | None = None
         self.evals = 0
+        self.job_bounds: dict[str, Bound] = {}  # the job's last report of each method
+        self.extended_to: float | None = None
         self._epoch = threading.Thread(target=self._run_epoch, name="gapstop-island-epoch", daemon=True)
         self._epoch_out: tuple[int, Any, BaseException | None] = (0, None, None)
         self._epoch_done = False
@@ -195,6 +197,7 @@ class Prelude:
                     self.error = f"exited with code {self.proc.exitcode}"
                 return
             if msg[0] == "bound":
+                self.job_bounds[msg[1].method] = msg[1]
                 if self.actor is None:
                     self.local.report_bound(msg[1], self.name)
                 else:
@@ -223,14 +226,22 @@ class Prelude:
         return not self.done and self.proc.is_alive()
 
     def run(self, head_s: float, progress: Callable[[dict[str, Any]], None] | None = None,
-            poll_s: float = 0.1) -> str | None:
+            poll_s: float = 0.1, extend_to: float | None = None) -> str | None:
         """Run one island epoch and wait until the run stops, the job ends, or ``head_s``
         seconds from the start have passed. Returns the stop reason, or None to go on.
+
+        ``extend_to``: when ``head_s`` is reached, ask the problem's adapter
+        (``extend_head_start``) whether the job should go on alone, and if so wait until
+        ``extend_to`` seconds from the start instead (:attr:`extended_to` records it). While
+        the adapter is undecided (it may wait for a bound the job computes from then on),
+        the job keeps the machine (Ray does not start), but not beyond ``extend_to``.
 
         The epoch runs in a thread: its first numba calls load the compiled kernels
         (0.2-0.5 s of CPU), and a proof arriving meanwhile must end the run at once, not
         after them. Its solution is reported from this thread once it is over."""
         self._epoch.start()
+        decide = getattr(self.adapter, "extend_head_start", None) if extend_to is not None else None
+        until = self.t_start + head_s
         try:
             while True:
                 running = self.job_running()
@@ -240,12 +251,29 @@ class Prelude:
                     progress(st)
                 if st["stop"] is not None:
                     return str(st["stop"])
-                if time.monotonic() >= self.t_start + head_s or not running:
+                now = time.monotonic()
+                if now >= until and running and decide is not None and extend_to is not None:
+                    verdict = decide(self.job_bounds, self._other_lb(), now - until)
+                    if verdict is None and now < self.t_start + extend_to:
+                        self._wait(poll_s)
+                        continue
+                    decide = None
+                    if verdict and extend_to > head_s:
+                        until = self.t_start + extend_to
+                        self.extended_to = extend_to
+                        log.info("head start extended to %.1f s", extend_to)
+                        continue
+                if now >= until or not running:
                     self._collect_epoch(wait=True)  # Ray must not start next to a running thread
                     return None
-                self._wait(min(poll_s, max(0.0, self.t_start + head_s - time.monotonic())))
+                self._wait(min(poll_s, max(0.0, until - now)))
         except KeyboardInterrupt:
             return "interrupted"
+
+    def _other_lb(self) -> float | None:
+        """The best bound held by the coordinator from methods other than the job's spectral one."""
+        vals = [b.value for m, b in self.local.coord.bounds.items() if m != "spectral"]
+        return max(vals) if vals else None
 
     def _run_epoch(self) -> None:
         """The island epoch (thread body): its result is reported by the main thread."""

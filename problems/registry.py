@@ -90,6 +90,10 @@ class PipelineAdapter:
         from problems.pipeline.run import result_doc
         return result_doc(problem, params["k"], coord, reason, elapsed_s)
 
+    def extend_head_start(self, job_bounds: dict[str, Any], lb: float | None, waited_s: float) -> bool | None:
+        from problems.pipeline.run import extend_head_start
+        return extend_head_start(job_bounds, lb, waited_s)
+
 
 #: The Lagrangian bound job leaves this share of its time, when the usage limit can bind, to a
 #: penalty search started from its multipliers' usage prices (a Lagrangian heuristic), whose

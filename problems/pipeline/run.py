@@ -122,6 +122,40 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     return specs
 
 
+#: The head start is extended when the spectral bound, computed as it ends, lies within this
+#: share of the other bounds: the split need not pay for communication, which is what the exact
+#: MIP's relaxation misses, so the MIP is the member most likely to settle the run.
+SPECTRAL_MARGIN = 0.01
+#: longest wait, after the head start, for the spectral bound's final value; without it the
+#: head start is not extended. The spectral bound runs next to the MIP then (0.2-3 s on the
+#: REGAL-style graphs, whose live values decide at once; about 7 s on lstm_lm_unrolled), and
+#: it stops within SPECTRAL_MAX_S.
+SPECTRAL_WAIT_S = SPECTRAL_MAX_S + 5.0
+
+
+def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: float) -> bool | None:
+    """Whether the exact MIP's head start should go on, once it is over (local runs).
+
+    ``job_bounds``: the last bound of each method the MIP's job reported (the spectral bound
+    runs in that job from the head start's end: live values, then its final record, which
+    carries ``detail["iterations"]``); ``lb``: the best bound from elsewhere (the closed
+    forms, the MIP's own); ``waited_s``: seconds since the head start ended.
+
+    False as soon as the spectral bound exceeds ``lb`` by more than :data:`SPECTRAL_MARGIN`
+    (communication matters: the islands and the spectral bound carry such runs, e.g. the
+    REGAL-style graphs), or after :data:`SPECTRAL_WAIT_S` without its final value; True once
+    its final value does not (on the real-model graphs the MIP then proves optimality alone in
+    10-60 s, 1.3-1.8x sooner than next to an island and Ray's start-up: BENCHMARKS.md);
+    None while undecided.
+    """
+    sp = job_bounds.get("spectral")
+    if sp is not None and lb is not None and sp.value > (1.0 + SPECTRAL_MARGIN) * lb:
+        return False
+    if sp is not None and "iterations" in sp.detail:
+        return True
+    return None if waited_s < SPECTRAL_WAIT_S else False
+
+
 def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, seed: int = 0,
                   parallel: bool = False, num_workers: int = 1) -> None:
     """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,

@@ -54,7 +54,7 @@ from problems.pipeline.model import PipelineProblem
 #: bound never rose after its first iterate, while on the REGAL-style graphs the whole ascent
 #: takes 0.2-3 s and its rises come milliseconds apart (BENCHMARKS.md).
 PATIENCE_S = 2.0
-MIN_STALE = 5
+MIN_STALE = 2
 
 #: Weight of a tensor's producer-consumer edges, as a fraction of the largest valid one, for
 #: tensors with several consumers (0.75 measured best of 0.5 / 0.75 / 1 on the REGAL graphs).

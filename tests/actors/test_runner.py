@@ -348,3 +348,44 @@ def test_deferred_interrupt_holds_sigint_back_and_restores_the_handler() -> None
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)
+
+
+def _prelude_extension(path: str, rd: str, verdict: bool | None) -> dict:
+    from actors.prelude import Prelude
+    from engine.persist import file_digest
+    from problems import registry
+    from problems.pipeline.run import bound_job_specs
+
+    calls: list[float] = []
+    adapter = registry.get("pipeline")
+
+    def decide(job_bounds, lb, waited_s):  # this process only
+        calls.append(waited_s)
+        return verdict
+
+    adapter.extend_head_start = decide
+    problem = adapter.load(path)
+    spec = {**[s for s in bound_job_specs(problem, 8) if s.get("dedicated")][0], "head_start_s": 1.0}
+    config = {"problem": "pipeline", "problem_path": path, "problem_digest": file_digest(path), "params": {"k": 8}}
+    prelude = Prelude("pipeline", problem, {"k": 8}, spec, rd, config, 0.0, 30.0, 0, 1, 1)
+    reason = prelude.run(1.0, extend_to=3.0)
+    wall = time.monotonic() - prelude.t_start
+    running = prelude.job_running()
+    prelude.stop()
+    return {"reason": reason, "wall": wall, "extended_to": prelude.extended_to, "calls": len(calls),
+            "running": running}
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+def test_prelude_extends_its_head_start_when_the_adapter_says_so(tmp_path: Path, verdict: bool) -> None:
+    f = tmp_path / "g.json"
+    save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
+    got = _in_new_process("_prelude_extension", str(f), str(tmp_path / "rd"), verdict)
+    assert got["reason"] is None and got["running"], got
+    assert got["calls"] == 1  # asked once, when the 1 s head start was over
+    if verdict:  # extended to 3 s from the start
+        assert got["extended_to"] == 3.0
+        assert 3.0 <= got["wall"] < 4.0
+    else:  # Ray may start at the head start's end
+        assert got["extended_to"] is None
+        assert 1.0 <= got["wall"] < 2.0

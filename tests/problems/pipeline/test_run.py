@@ -50,3 +50,22 @@ def test_exact_job_ends_when_its_mip_proves_optimality() -> None:
     assert len(final) == 1
     assert final[0].value == pytest.approx(ref.brute_force(p, 3), rel=1e-9)
     assert not [b for b in ctx.bounds if b.method == "spectral"]
+
+
+def test_head_start_extension_follows_the_spectral_bound() -> None:
+    from problems.pipeline.run import SPECTRAL_MARGIN, SPECTRAL_WAIT_S, extend_head_start
+
+    def spectral(value: float, final: bool) -> dict[str, Bound]:
+        detail = {"iterations": 7} if final else {}
+        return {"spectral": Bound("spectral", value, "bound-only", 0.1, "eigenvalues", detail)}
+
+    lb = 100.0
+    above = 100.0 * (1 + SPECTRAL_MARGIN) * 1.001
+    within = 100.0 * (1 + SPECTRAL_MARGIN) * 0.999
+    assert extend_head_start({}, lb, 0.0) is None  # the spectral bound is still to come
+    assert extend_head_start({}, lb, SPECTRAL_WAIT_S) is False  # ... and never came
+    assert extend_head_start(spectral(above, False), lb, 0.0) is False  # a live value decides already
+    assert extend_head_start(spectral(within, False), lb, 0.0) is None  # it may still rise
+    assert extend_head_start(spectral(within, True), lb, 0.0) is True
+    assert extend_head_start(spectral(above, True), lb, 0.0) is False
+    assert extend_head_start(spectral(50.0, True), None, 0.0) is True
