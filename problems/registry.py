@@ -188,7 +188,7 @@ class IntraopAdapter:
             from problems.intraop.relaxed import prepare
 
             search = PenaltySearch(prepare(problem), prices[0], seed, jitter=0.0)
-            run_until(search, end, lambda f: ctx.solution([int(x) for x in f.solution], "lagrangian-heuristic"),
+            run_until(search, end, lambda f: ctx.solution(self.to_solution(f), "lagrangian-heuristic"),
                       ctx.should_stop)
 
     def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
