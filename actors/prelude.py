@@ -252,6 +252,10 @@ class Prelude:
                 if st["stop"] is not None:
                     return str(st["stop"])
                 now = time.monotonic()
+                if now >= self.t_end:
+                    # the coordinator's clock started a little after ours: at a head start as
+                    # long as the run it would not yet say so, and Ray would start for nothing
+                    return "time-limit"
                 if now >= until and running and decide is not None and extend_to is not None:
                     verdict = decide(self.job_bounds, self._other_lb(), now - until)
                     if verdict is None and now < self.t_start + extend_to:

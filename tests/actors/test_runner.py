@@ -389,3 +389,30 @@ def test_prelude_extends_its_head_start_when_the_adapter_says_so(tmp_path: Path,
     else:  # Ray may start at the head start's end
         assert got["extended_to"] is None
         assert 1.0 <= got["wall"] < 2.0
+
+
+def _prelude_whole_run(path: str, rd: str) -> dict:
+    from actors.prelude import Prelude
+    from engine.persist import file_digest
+    from problems import registry
+    from problems.pipeline.run import bound_job_specs
+
+    adapter = registry.get("pipeline")
+    problem = adapter.load(path)
+    spec = {**[s for s in bound_job_specs(problem, 8) if s.get("dedicated")][0], "head_start_s": 2.0}
+    config = {"problem": "pipeline", "problem_path": path, "problem_digest": file_digest(path), "params": {"k": 8}}
+    prelude = Prelude("pipeline", problem, {"k": 8}, spec, rd, config, 0.0, 2.0, 0, 1, 1)
+    reason = prelude.run(2.0)
+    wall = time.monotonic() - prelude.t_start
+    prelude.stop()
+    return {"reason": reason, "wall": wall}
+
+
+def test_a_head_start_as_long_as_the_run_ends_it_without_ray(tmp_path: Path) -> None:
+    # the coordinator's clock starts just after the prelude's: the prelude itself must see the
+    # run's end, or Ray would start (seconds) only to stop at once
+    f = tmp_path / "g.json"
+    save_graph(regal_like(3, n=120, family="sbm"), f)
+    got = _in_new_process("_prelude_whole_run", str(f), str(tmp_path / "rd"))
+    assert got["reason"] == "time-limit", got
+    assert 2.0 <= got["wall"] < 2.5
