@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from engine.coordinator import Coordinator
 from engine.local_runner import job_budget, live_bound
@@ -225,8 +226,13 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
         budget_left = budget - delay_s
         if budget_left <= 0 or should_stop():
             return
-        ctx.bound(bounds.spectral_bound(problem, k, min(budget_left, SPECTRAL_MAX_S), should_stop=should_stop,
-                                        on_improve=report))
+        # one BLAS thread (process-wide; nothing else in the job uses BLAS): next to the MIP's
+        # two solver threads, OpenBLAS's second thread made lstm_lm_unrolled's eigendecompositions
+        # erratic (6-34 s instead of 4-6 s), and a late final value cancels the head start's
+        # extension (BENCHMARKS.md)
+        with threadpool_limits(limits=1, user_api="blas"):
+            ctx.bound(bounds.spectral_bound(problem, k, min(budget_left, SPECTRAL_MAX_S), should_stop=should_stop,
+                                            on_improve=report))
 
     th = threading.Thread(target=work, name="spectral-bound", daemon=True)
     th.start()
