@@ -59,3 +59,32 @@ def test_the_drivers_part_of_a_head_start_imports_neither_ortools_nor_pandas(tmp
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _declared_dependencies() -> list[str]:
+    import re
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() for d in deps]
+
+
+def test_the_code_imports_only_declared_third_party_packages() -> None:
+    import sys
+
+    own = {"engine", "problems", "actors", "cluster", "launch"}
+    files = [p for pkg in own - {"launch"} for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "launch.py"]
+    used = set().union(*(_imports(p) for p in files)) - own - set(sys.stdlib_module_names)
+    assert sorted(used - set(_declared_dependencies())) == []
+
+
+def test_the_cluster_configs_install_every_declared_dependency() -> None:
+    # a package missing there fails only on a real cluster, at the first import on a worker
+    declared = _declared_dependencies()
+    launcher = (ROOT / "cluster" / "cluster.yaml").read_text()
+    assert [d for d in declared if f'"{d}>=' not in launcher] == []
+    kuberay = [line for line in (ROOT / "cluster" / "kuberay.yaml").read_text().splitlines() if "pip install" in line]
+    assert kuberay
+    in_image = {"ray", "numpy"}  # the rayproject/ray image has them
+    for line in kuberay:
+        assert [d for d in declared if d not in in_image and d not in line.split()] == [], line
