@@ -110,10 +110,10 @@ def extended_head_start(time_limit_s: float) -> float:
     With the 20 % head start, proofs that plain CP-SAT finds in 10-30 s (bert_base, gpt2 and
     vit_base16 at k = 16) took 1.3-1.8x as long, the MIP then sharing the two cores with Ray's
     start-up and an island; with half the run (at most 120 s), gpt2 at k = 16 and 60 s still
-    did (its proof comes at about 30 s). Where the extension applies the islands found no
-    final partition in any measured run (the MIP found them all, lstm_lm_unrolled included,
-    which it does not prove in 60 s): BENCHMARKS.md. Ray still starts if the job ends without
-    settling the run."""
+    did (its proof comes at about 30 s). Where the extension applies, the islands found no
+    final partition after their first epoch (which still runs, in the driver) in any measured
+    run, lstm_lm_unrolled included, which the MIP does not prove in 60 s: BENCHMARKS.md. Ray
+    still starts if the job ends without settling the run."""
     return time_limit_s
 
 
