@@ -129,7 +129,7 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
 SPECTRAL_MARGIN = 0.01
 #: longest wait, after the head start, for the spectral bound's final value; without it the
 #: head start is not extended. The spectral bound runs next to the MIP then (0.2-3 s on the
-#: REGAL-style graphs, whose live values decide at once; about 7 s on lstm_lm_unrolled), and
+#: REGAL-style graphs, whose live values decide at once; 4-6 s on lstm_lm_unrolled), and
 #: it stops within SPECTRAL_MAX_S.
 SPECTRAL_WAIT_S = SPECTRAL_MAX_S + 5.0
 

@@ -350,24 +350,30 @@ def test_deferred_interrupt_holds_sigint_back_and_restores_the_handler() -> None
         time.sleep(0.05)
 
 
-def _prelude_extension(path: str, rd: str, verdict: bool | None) -> dict:
+def _pipeline_prelude(path: str, rd: str, head_s: float, time_limit_s: float) -> Any:
+    """A Prelude of a k = 8 pipeline run whose dedicated job (the exact MIP) has head start ``head_s``."""
     from actors.prelude import Prelude
     from engine.persist import file_digest
     from problems import registry
     from problems.pipeline.run import bound_job_specs
 
+    problem = registry.get("pipeline").load(path)
+    spec = {**[s for s in bound_job_specs(problem, 8) if s.get("dedicated")][0], "head_start_s": head_s}
+    config = {"problem": "pipeline", "problem_path": path, "problem_digest": file_digest(path), "params": {"k": 8}}
+    return Prelude("pipeline", problem, {"k": 8}, spec, rd, config, 0.0, time_limit_s, 0, 1, 1)
+
+
+def _prelude_extension(path: str, rd: str, verdict: bool | None) -> dict:
+    from problems import registry
+
     calls: list[float] = []
-    adapter = registry.get("pipeline")
 
     def decide(job_bounds, lb, waited_s):  # this process only
         calls.append(waited_s)
         return verdict
 
-    adapter.extend_head_start = decide
-    problem = adapter.load(path)
-    spec = {**[s for s in bound_job_specs(problem, 8) if s.get("dedicated")][0], "head_start_s": 1.0}
-    config = {"problem": "pipeline", "problem_path": path, "problem_digest": file_digest(path), "params": {"k": 8}}
-    prelude = Prelude("pipeline", problem, {"k": 8}, spec, rd, config, 0.0, 30.0, 0, 1, 1)
+    registry.get("pipeline").extend_head_start = decide
+    prelude = _pipeline_prelude(path, rd, 1.0, 30.0)
     reason = prelude.run(1.0, extend_to=3.0)
     wall = time.monotonic() - prelude.t_start
     running = prelude.job_running()
@@ -392,16 +398,7 @@ def test_prelude_extends_its_head_start_when_the_adapter_says_so(tmp_path: Path,
 
 
 def _prelude_whole_run(path: str, rd: str) -> dict:
-    from actors.prelude import Prelude
-    from engine.persist import file_digest
-    from problems import registry
-    from problems.pipeline.run import bound_job_specs
-
-    adapter = registry.get("pipeline")
-    problem = adapter.load(path)
-    spec = {**[s for s in bound_job_specs(problem, 8) if s.get("dedicated")][0], "head_start_s": 2.0}
-    config = {"problem": "pipeline", "problem_path": path, "problem_digest": file_digest(path), "params": {"k": 8}}
-    prelude = Prelude("pipeline", problem, {"k": 8}, spec, rd, config, 0.0, 2.0, 0, 1, 1)
+    prelude = _pipeline_prelude(path, rd, 2.0, 2.0)
     reason = prelude.run(2.0)
     wall = time.monotonic() - prelude.t_start
     prelude.stop()
