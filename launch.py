@@ -143,16 +143,42 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
     return doc
 
 
+def _mcm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Multi-chip-module constraints of ``pipeline solve`` (chips = -k/--chips)."""
+    opts = [
+        click.option("--ring", is_flag=True,
+                     help="Chips on a uni-directional ring: every edge goes to the same or a higher chip, "
+                          "and exactly chips 0..C-1 are used, none empty."),
+        click.option("--no-triangle", is_flag=True,
+                     help="No direct chip dependency next to an indirect path between the same chips."),
+        click.option("--memory-hard", is_flag=True,
+                     help="The graph's per-stage memory is a hard limit instead of an overflow cost."),
+        click.option("--check", "check", default=None, metavar="MODULE:FUNCTION",
+                     help="User check fn(problem, chips) -> bool; False or an exception rejects a partition."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, check: str | None) -> Any:
+    from problems.pipeline.constraints import Constraints
+    return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check)
+
+
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("-k", "--chips", "k", type=int, required=True, help="Number of pipeline stages / chips (>= 1).")
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
+@_mcm_options
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool) -> None:
+                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
+                   ring: bool = False, no_triangle: bool = False, memory_hard: bool = False,
+                   check: str | None = None) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Runs on Ray (started locally unless --address is given) and leaves a run directory
@@ -163,10 +189,15 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    constraints = _mcm_constraints(k, ring, no_triangle, memory_hard, check)
+    params: dict[str, Any] = {"k": k}
+    if constraints.any:
+        params["constraints"] = constraints.to_dict()
     if in_process:
         from problems.pipeline.run import solve_local
 
         problem = load_graph(graph)
+        constraints.validate(problem)
         holder: dict[str, Any] = {}
         show = _status_printer(quiet)
 
@@ -178,12 +209,12 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 
         doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
                           islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
-                          _expose=holder)
+                          constraints=constraints, _expose=holder)
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
-        load_graph(graph)  # fail fast on bad input, before starting Ray
-        doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=time_limit, target_gap=target_gap, seed=seed,
+        constraints.validate(load_graph(graph))  # fail fast on bad input, before starting Ray
+        doc = _run_on_ray("pipeline", graph, params, time_limit=time_limit, target_gap=target_gap, seed=seed,
                           run_dir=run_dir, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds)
         _write_json(out, doc)
@@ -233,7 +264,11 @@ def pipeline_evaluate(graph: str, result: str) -> None:
         blocks, order = doc["blocks"], doc.get("order")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
-    ev = evaluate(problem, blocks, order, k=doc.get("k"))
+    cons = doc.get("constraints")  # a constrained run's partition is checked against its constraints
+    ev = evaluate(problem, blocks, order, k=doc.get("k"),
+                  constraints=None if not cons else _mcm_constraints(
+                      doc["k"], bool(cons.get("ring")), bool(cons.get("no_triangle")),
+                      bool(cons.get("memory_hard")), cons.get("check")))
     click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
 
 
