@@ -168,3 +168,38 @@ def test_bad_options_fail_with_one_line() -> None:
             cons.validate(p)
         assert text in str(err.value) and "\n" not in str(err.value)
     Constraints(chips=4).validate(p)  # at most 4 blocks without --ring: fine
+
+
+# ----------------------------------------------------------------------------- MIP and bounds
+def _mip_cases() -> list[tuple[PipelineProblem, Constraints]]:
+    rng = np.random.default_rng(11)
+    out = []
+    for i in range(24):
+        c = (2, 3, 4)[i % 3]
+        n = int(rng.integers(c + 1, {2: 7, 3: 6, 4: 6}[c] + 1))
+        p = random_dag(n, 500 + i, p=float(rng.uniform(0.25, 0.6)), bandwidth=(1.0, 0.7, 3.0)[i % 3])
+        out.append((p, Constraints(chips=c, ring=True, no_triangle=i % 4 != 3)))
+    return out
+
+
+@pytest.mark.mip
+def test_constrained_exact_mip_equals_brute_force_and_every_bound_is_below() -> None:
+    from problems.pipeline import bounds
+    from tests.problems.pipeline.mcm_reference import constrained_optimum
+
+    differs = 0
+    for i, (p, cons) in enumerate(_mip_cases()):
+        opt = constrained_optimum(p, cons.chips, ring=cons.ring, triangle=cons.no_triangle)
+        ex = bounds.exact_bound(p, cons.chips, 10.0, constraints=cons)
+        if opt is None:
+            assert ex.status == "infeasible", (p.edges.tolist(), cons)
+            continue
+        assert ex.status == "optimal" and ex.value <= opt
+        assert ex.value == pytest.approx(opt, rel=1e-6), (p.edges.tolist(), cons)
+        got = evaluate(p, ex.detail["blocks"], k=cons.chips, constraints=cons)  # a valid partition
+        assert got.objective == pytest.approx(opt, rel=1e-12)
+        for method in bounds.METHODS if i % 4 == 0 else ("simple", "bottleneck"):  # the others take seconds
+            if method != "exact":
+                assert bounds.lower_bound(p, cons.chips, method, 10.0).value <= opt, method
+        differs += opt > bounds.exact_bound(p, cons.chips, 10.0).value * (1 + 1e-6)
+    assert differs >= 3, differs  # the constraints raise the optimum on some of these graphs
