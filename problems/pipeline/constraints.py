@@ -223,6 +223,8 @@ class Outcome:
         objective: exact bottleneck cost of ``chips`` (canonical schedule), or None.
         violated, message: the dynamic constraint that rejected ``chips``.
         kept: FIX: how many proposed chips were kept (SAMPLE: 0).
+        via: ``"propagation"``, or ``"cp-sat"`` when the backtracking budget ran out and
+            CP-SAT found the partition (closest to the proposal within its time limit).
         fails: backtracks (returns to an earlier decision; values rejected by propagation
             are not counted).
     """
@@ -234,6 +236,7 @@ class Outcome:
     message: str = ""
     kept: int = 0
     fails: int = 0
+    via: str = "propagation"
 
     @property
     def valid(self) -> bool:
@@ -255,7 +258,12 @@ class ConstraintSolver:
     Args:
         problem: the instance.
         constraints: the active constraints; ``chips`` is C (at most :data:`MAX_CHIPS`).
-        max_fails: backtracks per call before ``"unknown"`` (default ``20 n + 1000``).
+        max_fails: backtracks per call before ``"unknown"`` (default ``4 n + 200``).
+        prove_s: when a call runs out of backtracks, CP-SAT decides (within this many
+            seconds, the first time) whether any partition meets the static constraints;
+            if none does, this and every later call return ``"infeasible"`` at once.
+        fallback_s: later CP-SAT fallbacks (feasibility known) get this many seconds to
+            find the valid partition closest to the proposal.
     Attributes:
         counts: calls per outcome (``"valid"``, ``"infeasible"``, ``"unknown"``,
             ``"rejected:<constraint>"``).
@@ -264,6 +272,8 @@ class ConstraintSolver:
     problem: PipelineProblem
     constraints: Constraints
     max_fails: int | None = None
+    prove_s: float = 10.0
+    fallback_s: float = 1.0
     #: short attempts (fresh random choices) before the one with the whole budget
     RESTARTS = 8
     counts: dict[str, int] = field(default_factory=dict)
@@ -273,7 +283,10 @@ class ConstraintSolver:
         if not 1 <= c <= MAX_CHIPS:
             raise InputError(f"--chips: the constraint solver supports 1..{MAX_CHIPS} chips, got {c}")
         if self.max_fails is None:
-            self.max_fails = 20 * self.problem.n + 1000
+            self.max_fails = 4 * self.problem.n + 200
+        self.proof: str | None = None  # CP-SAT's verdict once asked: "feasible", "infeasible", "unknown"
+        self._cp_cache: tuple[Any, list[list[Any]], bool] | None = None
+        self._witness: NDArray[np.int64] | None = None  # the last partition CP-SAT found
         from problems.pipeline import _propagate  # numba: compiled on first use
         self._kernel = _propagate.constrained_dfs
         p = self.problem
@@ -299,14 +312,22 @@ class ConstraintSolver:
         """
         rng = rng if rng is not None else np.random.default_rng()
         n, c = self.problem.n, self.constraints.chips
+        if self.proof == "infeasible":
+            return self._finish(1, np.full(n, -1, np.int64), 0, 0)
         if probabilities is None:
             w = self._no_weights
         else:
             w = np.ascontiguousarray(probabilities, dtype=np.float64)
             if w.shape != (n, c) or not np.isfinite(w).all() or (w < 0).any():
                 raise ValueError(f"probabilities: expected finite non-negative float64[{n}, {c}]")
+        from problems.pipeline._propagate import BUDGET
+
         seq = self._order(order, rng)
         status, chips, fails = self._run(seq, np.full(n, -1, np.int64), w, rng)
+        if status == BUDGET:  # CP-SAT keeps what it can of one draw from the distribution
+            draw = np.array([rng.choice(c, p=row / row.sum()) if row.sum() > 0 else rng.integers(c)
+                             for row in w]) if len(w) else rng.integers(0, c, n)
+            return self._fallback(draw, fails, rng, count_kept=False)
         return self._finish(status, chips, fails, 0)
 
     def fix(self, assignment: Any, order: Any = None, rng: np.random.Generator | None = None) -> Outcome:
@@ -321,6 +342,8 @@ class ConstraintSolver:
         """
         rng = rng if rng is not None else np.random.default_rng()
         n, c = self.problem.n, self.constraints.chips
+        if self.proof == "infeasible":
+            return self._finish(1, np.full(n, -1, np.int64), 0, 0)
         y = np.asarray(assignment, dtype=np.int64)
         if y.shape != (n,):
             raise ValueError(f"assignment: expected {n} chips")
@@ -331,8 +354,27 @@ class ConstraintSolver:
         kept = kept_chips >= 0
         # pass 2: the kept decisions first (they succeed again as they did), then the rest
         seq2 = np.concatenate([seq[kept[seq]], seq[~kept[seq]]])
+        from problems.pipeline._propagate import BUDGET
+
         status, chips, fails = self._run(seq2, np.where(kept, y, -1), self._no_weights, rng)
+        if status == BUDGET:
+            return self._fallback(np.where(y >= 0, y, rng.integers(0, c, n)), fails, rng)
         return self._finish(status, chips, fails, int(kept.sum()))
+
+    def _fallback(self, target: NDArray[np.int64], fails: int, rng: np.random.Generator,
+                  count_kept: bool = True) -> Outcome:
+        """The backtracking budget ran out: CP-SAT decides (feasible: the valid partition
+        closest to ``target`` it finds in :attr:`fallback_s`; infeasible: a proof)."""
+        from problems.pipeline._propagate import BUDGET, FOUND, INFEASIBLE
+
+        if self.proof == "infeasible":
+            return self._finish(INFEASIBLE, target, fails, 0)
+        if self.proof == "unknown":  # CP-SAT could not decide once: do not stall every call on it
+            return self._finish(BUDGET, target, fails, 0)
+        chips = self._cp_solve(target, rng, self.fallback_s if self.proof == "feasible" else self.prove_s)
+        if chips is None:
+            return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, target, fails, 0)
+        return self._finish(FOUND, chips, fails, int((chips == target).sum()) if count_kept else 0, via="cp-sat")
 
     def score(self, chips: NDArray[np.int64]) -> tuple[float, tuple[str, str] | None]:
         """Exact cost of a monotone chip labelling (canonical schedule) and the first
@@ -392,15 +434,92 @@ class ConstraintSolver:
     def _seed(rng: np.random.Generator) -> int:
         return int(rng.integers(0, 2 ** 31 - 1))
 
-    def _finish(self, status: int, chips: NDArray[np.int64], fails: int, kept: int) -> Outcome:
+    def _cp(self) -> tuple[Any, list[list[Any]], bool]:
+        """The static constraints as a CP-SAT model, built once: ``y[v][b]`` = v is on chips
+        0..b-1 (b = 0..C, monotone in b; edges go up the ring), plus the linear MCM
+        constraints of :func:`problems.pipeline._mip.add_mcm_constraints` and ``param <= M``
+        per chip (necessary for the hard memory limit). Also returns whether the triangle
+        constraint is in the model (it is left out of very large models)."""
+        if self._cp_cache is not None:
+            return self._cp_cache
+        from ortools.sat.python import cp_model
+
+        from problems.pipeline._mip import add_mcm_constraints
+
+        p, cons = self.problem, self.constraints
+        c = cons.chips
+        model = cp_model.CpModel()
+        y: list[list[Any]] = []
+        for v in range(p.n):
+            row: list[Any] = [0] + [model.new_bool_var(f"y{v}_{b}") for b in range(1, c)] + [1]
+            for b in range(2, c):
+                model.add_implication(row[b - 1], row[b])
+            y.append(row)
+        for u, v in p.edges:
+            for b in range(1, c):
+                model.add_implication(y[int(v)][b], y[int(u)][b])
+        modelled = add_mcm_constraints(model, p, y, c, nonempty=cons.ring, no_triangle=cons.no_triangle)
+        if cons.memory_hard and p.memory is not None:
+            for b in range(1, c + 1):
+                model.add(sum(int(p.size_param[v]) * (y[v][b] - y[v][b - 1]) for v in range(p.n)) <= p.memory)
+        self._cp_cache = (model, y, modelled or not cons.no_triangle)
+        return self._cp_cache
+
+    def _cp_solve(self, target: NDArray[np.int64] | None, rng: np.random.Generator,
+                  time_limit_s: float) -> NDArray[np.int64] | None:
+        """CP-SAT on :meth:`_cp`, keeping as many nodes on their ``target`` chip as it can
+        within the limit (no objective if None). Updates :attr:`proof`; returns the chips
+        found (static constraints met, if the triangle is modelled) or None."""
+        from ortools.sat.python import cp_model
+
+        model, y, modelled = self._cp()
+        model.clear_objective()
+        model.clear_hints()
+        if target is not None:
+            keep = [y[v][t + 1] - y[v][t] for v, t in enumerate(target.tolist())]
+            model.maximize(sum(keep))
+        if self._witness is not None:  # start from a known valid partition, move toward the target
+            for v, t in enumerate(self._witness.tolist()):
+                for b in range(1, self.constraints.chips):
+                    model.add_hint(y[v][b], int(t <= b - 1))
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = time_limit_s
+        solver.parameters.num_workers = 2
+        solver.parameters.random_seed = self._seed(rng)
+        st = solver.solve(model)
+        if st == cp_model.INFEASIBLE:
+            self.proof = "infeasible"
+            return None
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not modelled:
+            if self._witness is not None and modelled:
+                return self._witness.copy()  # nothing closer in time: the last valid partition
+            self.proof = self.proof or "unknown"
+            return None
+        self.proof = "feasible"
+        chips = np.array([sum(1 - int(solver.value(x)) for x in row[1:-1]) for row in y], dtype=np.int64)
+        self._witness = chips
+        return chips
+
+    def prove(self, time_limit_s: float | None = None) -> str:
+        """Ask CP-SAT whether some partition meets the static constraints (ring order, no
+        empty chip, triangle; ``param <= M`` per chip). Returns and caches ``"feasible"``,
+        ``"infeasible"`` or ``"unknown"`` (asked once: an unknown verdict is not retried, and
+        later calls that run out of backtracks return ``"unknown"`` without CP-SAT)."""
+        if self.proof is None:
+            self._cp_solve(None, np.random.default_rng(0), self.prove_s if time_limit_s is None else time_limit_s)
+        assert self.proof is not None
+        return self.proof
+
+    def _finish(self, status: int, chips: NDArray[np.int64], fails: int, kept: int, via: str = "propagation"
+                ) -> Outcome:
         from problems.pipeline._propagate import FOUND, INFEASIBLE
 
         if status == FOUND:
             cost, bad = self.score(chips)
             if bad is None:
-                out = Outcome("valid", chips, cost, kept=kept, fails=fails)
+                out = Outcome("valid", chips, cost, kept=kept, fails=fails, via=via)
             else:
-                out = Outcome("rejected", chips, cost, bad[0], bad[1], kept=kept, fails=fails)
+                out = Outcome("rejected", chips, cost, bad[0], bad[1], kept=kept, fails=fails, via=via)
         else:
             out = Outcome("infeasible" if status == INFEASIBLE else "unknown", None, kept=kept, fails=fails)
         key = out.status if out.violated is None else f"rejected:{out.violated}"

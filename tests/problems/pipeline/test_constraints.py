@@ -87,16 +87,17 @@ def _static_feasible(p: PipelineProblem, cons: Constraints) -> bool:
                                memory=False) is None for labels in all_labellings(p.n, cons.chips))
 
 
-@pytest.mark.parametrize("mode", ["sample", "fix"])
+@pytest.mark.parametrize("mode", ["sample", "fix", "cp-sat"])
 def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
+    """``cp-sat``: SAMPLE with no backtracking allowed, so every conflict goes to the CP-SAT fallback."""
     rng = np.random.default_rng(3)
     verdicts = {"valid": 0, "infeasible": 0}
     for p, cons in CASES[:160]:
         static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle)
-        solver = ConstraintSolver(p, static)
+        solver = ConstraintSolver(p, static, max_fails=0 if mode == "cp-sat" else None)
         feasible = _static_feasible(p, static)
         for _ in range(3):
-            if mode == "sample":
+            if mode != "fix":
                 out = solver.sample(rng.random((p.n, static.chips)), rng.permutation(p.n), rng)
             else:
                 out = solver.fix(rng.integers(0, static.chips, p.n), rng.permutation(p.n), rng)
@@ -107,7 +108,10 @@ def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
                                        triangle=static.no_triangle, memory=False) is None
                 assert out.objective == evaluate(p, out.chips, constraints=static).objective
             verdicts[out.status] += 1
-    assert min(verdicts.values()) > 10, verdicts
+            verdicts[out.via] = verdicts.get(out.via, 0) + 1
+    assert min(verdicts["valid"], verdicts["infeasible"]) > 10, verdicts
+    if mode == "cp-sat":
+        assert verdicts.get("cp-sat", 0) >= 3, verdicts
 
 
 def test_fix_keeps_a_valid_proposal_and_dynamic_failures_are_rejections() -> None:
