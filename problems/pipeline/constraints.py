@@ -334,7 +334,8 @@ class ConstraintSolver:
         """FIX (Algorithm 2): keep every proposed chip that is still in its node's domain
         when the node is visited in ``order``, then decide the rest uniformly at random
         from their domains (with backtracking, which may also revise a kept chip if the
-        kept ones admit no completion).
+        kept ones admit no completion). If that runs out of backtracks, the nodes are
+        decided in ``order``, each trying its proposed chip first; then CP-SAT.
 
         Args:
             assignment: int[n] proposed chip per node (values outside 0..C-1 are never kept).
@@ -358,7 +359,13 @@ class ConstraintSolver:
 
         status, chips, fails = self._run(seq2, np.where(kept, y, -1), self._no_weights, rng)
         if status == BUDGET:
-            return self._fallback(np.where(y >= 0, y, rng.integers(0, c, n)), fails, rng)
+            # the kept chips admit no completion the budget could find: decide in the given
+            # order instead, each node trying its proposed chip first (kept chips may go)
+            status, chips, more = self._run(seq, y, self._no_weights, rng)
+            fails += more
+            if status == BUDGET:
+                return self._fallback(np.where(y >= 0, y, rng.integers(0, c, n)), fails, rng)
+            return self._finish(status, chips, fails, int((chips == y).sum()))
         return self._finish(status, chips, fails, int(kept.sum()))
 
     def _fallback(self, target: NDArray[np.int64], fails: int, rng: np.random.Generator,
@@ -515,6 +522,8 @@ class ConstraintSolver:
         from problems.pipeline._propagate import FOUND, INFEASIBLE
 
         if status == FOUND:
+            if self._witness is None:  # a partition meeting the static constraints proves them feasible
+                self._witness, self.proof = chips.copy(), "feasible"
             cost, bad = self.score(chips)
             if bad is None:
                 out = Outcome("valid", chips, cost, kept=kept, fails=fails, via=via)
