@@ -89,9 +89,12 @@ class Constraints:
 
     def validate(self, problem: PipelineProblem) -> None:
         """Reject impossible options (InputError, one line): C < 1, C > n with ``ring``,
+        C > :data:`MAX_CHIPS` with any constraint,
         ``memory_hard`` without a memory limit, a ``check`` that cannot be imported."""
         if self.chips < 1:
             raise InputError(f"--chips: must be >= 1, got {self.chips}")
+        if self.any and self.chips > MAX_CHIPS:
+            raise InputError(f"--chips: the constrained searches support at most {MAX_CHIPS} chips, got {self.chips}")
         if self.ring and self.chips > problem.n:
             raise InputError(f"--chips: {self.chips} chips but only {problem.n} nodes; "
                              "--ring needs every chip non-empty")

@@ -167,7 +167,8 @@ def test_bad_options_fail_with_one_line() -> None:
                        (Constraints(chips=4, ring=True), "--chips: 4 chips but only 3 nodes"),
                        (Constraints(chips=2, memory_hard=True), "--memory-hard needs a memory limit"),
                        (Constraints(chips=2, check="no_such_module_xyz:f"), "--check: cannot import"),
-                       (Constraints(chips=2, check="nocolon"), "--check: expected MODULE:FUNCTION")]:
+                       (Constraints(chips=2, check="nocolon"), "--check: expected MODULE:FUNCTION"),
+                       (Constraints(chips=63, no_triangle=True), "at most 62 chips")]:
         with pytest.raises(InputError) as err:
             cons.validate(p)
         assert text in str(err.value) and "\n" not in str(err.value)
