@@ -48,7 +48,8 @@ def _pipeline_constraints(params: dict[str, Any]) -> Any:
 
 
 class PipelineAdapter:
-    """MTPP: params ``{"k": int, "constraints": {...} (optional, MCM constraints)}``."""
+    """MTPP: params ``{"k": int, "constraints": {...} (optional, MCM constraints),
+    "policy": {"path", "finetune", "mode"} (optional, a learned policy's island)}``."""
 
     name = "pipeline"
 
@@ -69,7 +70,8 @@ class PipelineAdapter:
 
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
         from problems.pipeline.run import make_search
-        return make_search(problem, params["k"], seed, index, constraints=_pipeline_constraints(params))
+        return make_search(problem, params["k"], seed, index, constraints=_pipeline_constraints(params),
+                           policy=params.get("policy"))
 
     def to_solution(self, found: Any) -> Any:
         from problems.pipeline.run import split_to_solution

@@ -78,14 +78,29 @@ def split_to_solution(split: Split) -> dict[str, Any]:
 
 
 def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, population: int = 100,
-                constraints: Constraints | None = None) -> Any:
+                constraints: Constraints | None = None, policy: dict[str, Any] | None = None) -> Any:
     """Island ``index`` of a run seeded with ``seed``: its own stream from one SeedSequence,
     its first generation seeded with the MLA and MLA-weighted orders.
 
     With active ``constraints`` the islands cycle through BRKGA + FIX, random search
-    (uniform + SAMPLE) and simulated annealing (:mod:`problems.pipeline.mcm_search`)."""
+    (uniform + SAMPLE) and simulated annealing (:mod:`problems.pipeline.mcm_search`).
+
+    With ``policy`` (``{"path", "finetune", "mode"}``) island 0 samples the learned policy
+    (:mod:`problems.pipeline.rl.island`) and island i >= 1 is what island i - 1 would be."""
     from problems.pipeline.search import PipelineSearch, mla_seeds
 
+    if policy is not None:
+        # a restarted worker gets index slot + 1000 * generation (actors/runner.py)
+        if index % 1000 == 0:
+            from problems.pipeline.rl import require_torch
+            require_torch()
+            from problems.pipeline.rl.island import PolicySearch
+
+            rng = np.random.default_rng(np.random.SeedSequence([seed, index, 7]))
+            return PolicySearch(problem, constraints if constraints is not None else Constraints(k), rng,
+                                policy_path=policy["path"], finetune=bool(policy.get("finetune")),
+                                mode=policy.get("mode", "fix"))
+        index -= 1
     root = np.random.SeedSequence(seed)
     mla_stream, *islands = root.spawn(index + 2)
     if constraints is not None and constraints.any:
@@ -291,13 +306,13 @@ class _LocalJob:
 def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0, target_gap: float = 0.0,
                 seed: int = 0, islands: int = 1, out_path: str | None = None,
                 progress: Any = None, bounds_enabled: bool = True,
-                constraints: Constraints | None = None,
+                constraints: Constraints | None = None, policy: dict[str, Any] | None = None,
                 _expose: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run searches and bounds in-process until the target gap, optimality or the time limit.
 
     With active ``constraints`` (chips = k) only valid partitions are accepted, the searches
     are the constrained islands of :func:`make_search`, and the exact MIP carries the
-    constraints it can model.
+    constraints it can model. With ``policy``, island 0 is the learned policy's.
 
     With ``out_path``, the result file is rewritten atomically at every improvement
     (``"stopped_because": "running"``), so a killed run keeps its best partition.
@@ -325,7 +340,7 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     if _expose is not None:  # lets a caller show live progress
         _expose.update(coord=coord, clock=clock)
     coord.offer_bound(simple_bound(problem, k))  # closed form, instant
-    searches = [make_search(problem, k, seed, i, constraints=constraints) for i in range(islands)]
+    searches = [make_search(problem, k, seed, i, constraints=constraints, policy=policy) for i in range(islands)]
     jobs = [_LocalJob(problem, k, s, seed, constraints) for s in bound_job_specs(problem, k)] if bounds_enabled else []
     reason, stats = run_threads(coord, searches, jobs, time_limit_s - clock.elapsed(),
                                 on_tick=progress, to_solution=split_to_solution)
