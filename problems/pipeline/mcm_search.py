@@ -141,9 +141,13 @@ class BrkgaFixSearch(_Island):
         self.kept = 0  # proposed chips FIX kept, summed over candidates
 
     def repair(self, keys: NDArray[np.float64]) -> Outcome:
-        """One key vector -> its SliceGraph split -> FIX in the split's order."""
+        """One key vector -> its SliceGraph split (into exactly C stages with ``ring``) ->
+        FIX in the split's order."""
         split = self.decoder.decode(keys)
-        out = self.solver.fix(split.blocks, split.order, self.rng)
+        blocks = split.blocks
+        if self.solver.constraints.ring:
+            blocks = exactly(split.order, blocks, self.solver.constraints.chips)
+        out = self.solver.fix(blocks, split.order, self.rng)
         self.kept += out.kept
         return out
 
@@ -158,6 +162,25 @@ class BrkgaFixSearch(_Island):
 
     def accept_migrants(self, keys: NDArray[np.float64], costs: NDArray[np.float64]) -> None:
         self.ga.inject(keys, costs)
+
+
+def exactly(order: NDArray[np.int32], blocks: NDArray[np.int64], c: int) -> NDArray[np.int64]:
+    """A contiguous split of ``order`` into at most c stages, made into exactly c non-empty
+    ones (n >= c) by halving the stage with the most nodes until there are c. Still a
+    contiguous split of a topological order: edges go to the same or a later stage."""
+    pos_blocks = blocks[order]
+    starts = [0] + [i for i in range(1, len(order)) if pos_blocks[i] != pos_blocks[i - 1]]
+    bounds = starts + [len(order)]
+    while len(bounds) - 1 < c:
+        sizes = np.diff(bounds)
+        j = int(np.argmax(sizes))
+        if sizes[j] < 2:
+            break
+        bounds.insert(j + 1, bounds[j] + int(sizes[j]) // 2)
+    out = np.empty(len(order), dtype=np.int64)
+    for b in range(len(bounds) - 1):
+        out[order[bounds[b]:bounds[b + 1]]] = b
+    return out
 
 
 def make_constrained_search(problem: PipelineProblem, constraints: Constraints, rng: np.random.Generator,

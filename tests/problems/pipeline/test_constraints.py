@@ -208,3 +208,35 @@ def test_constrained_exact_mip_equals_brute_force_and_every_bound_is_below() -> 
                 assert bounds.lower_bound(p, cons.chips, method, 10.0).value <= opt, method
         differs += opt > bounds.exact_bound(p, cons.chips, 10.0).value * (1 + 1e-6)
     assert differs >= 3, differs  # the constraints raise the optimum on some of these graphs
+
+
+# ----------------------------------------------------------------------------- searches
+def test_exactly_makes_c_contiguous_non_empty_stages() -> None:
+    from problems.pipeline import _kernels
+    from problems.pipeline.mcm_search import exactly
+
+    p = random_dag(12, 3, p=0.3)
+    order = _kernels.kahn_order(np.random.default_rng(0).random(12), p.succ_ptr, p.succ, p.pred_ptr)
+    blocks = np.empty(12, dtype=np.int64)
+    blocks[order] = [0] * 9 + [1] * 3
+    out = exactly(order, blocks, 5)
+    assert sorted(set(out.tolist())) == [0, 1, 2, 3, 4] and (np.diff(out[order]) >= 0).all()
+    assert (out[p.edges[:, 0]] <= out[p.edges[:, 1]]).all()
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+def test_constrained_islands_report_valid_partitions_near_the_optimum(kind: int) -> None:
+    from problems.pipeline.mcm_search import make_constrained_search
+    from tests.problems.pipeline.mcm_reference import constrained_optimum
+
+    p = random_dag(7, 21, p=0.4)
+    cons = Constraints(chips=3, ring=True, no_triangle=True)
+    opt = constrained_optimum(p, 3, ring=True, triangle=True)
+    assert opt is not None
+    island = make_constrained_search(p, cons, np.random.default_rng(kind), kind, population=20)
+    found: list[float] = []
+    island.step(0.5, lambda value, split: found.append(
+        evaluate(p, split.blocks, split.order, k=3, constraints=cons).objective))
+    assert found and found == sorted(found, reverse=True) and found[-1] >= opt - 1e-9
+    if kind == 0:  # BRKGA + FIX finds the optimum of a 7-node graph within half a second
+        assert found[-1] == pytest.approx(opt, rel=1e-12)
