@@ -166,6 +166,35 @@ def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, c
     return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check)
 
 
+def _policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A learned policy's island in ``pipeline solve`` (the optional extra gapstop[rl])."""
+    opts = [
+        click.option("--policy", type=click.Path(dir_okay=False), default=None,
+                     help="A policy file from 'rl pretrain': island 0 samples it (needs gapstop[rl])."),
+        click.option("--finetune", is_flag=True, help="With --policy: PPO on this graph while searching."),
+        click.option("--policy-mode", type=click.Choice(["fix", "sample"]), default="fix", show_default=True,
+                     help="With --policy: how the constraint solver uses the proposals."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any] | None:
+    """``params["policy"]``, after checking that torch is there and the file loads."""
+    if policy is None:
+        if finetune:
+            raise InputError("--finetune: needs --policy")
+        return None
+    from problems.pipeline.rl import require_torch
+
+    require_torch()
+    from problems.pipeline.rl.policy import load_policy
+
+    load_policy(policy)  # a bad file fails here, in one line, before anything starts
+    return {"path": str(Path(policy).resolve()), "finetune": finetune, "mode": mode}
+
+
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
 @click.option("-k", "--chips", "k", type=int, required=True, help="Number of pipeline stages / chips (>= 1).")
@@ -173,12 +202,14 @@ def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, c
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
 @_mcm_options
+@_policy_options
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                    cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
                    ring: bool = False, no_triangle: bool = False, memory_hard: bool = False,
-                   check: str | None = None) -> None:
+                   check: str | None = None, policy: str | None = None, finetune: bool = False,
+                   policy_mode: str = "fix") -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Runs on Ray (started locally unless --address is given) and leaves a run directory
@@ -193,6 +224,9 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     params: dict[str, Any] = {"k": k}
     if constraints.any:
         params["constraints"] = constraints.to_dict()
+    policy_spec = _policy_spec(policy, finetune, policy_mode)
+    if policy_spec is not None:
+        params["policy"] = policy_spec
     if in_process:
         from problems.pipeline.run import solve_local
 
@@ -209,7 +243,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 
         doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
                           islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
-                          constraints=constraints, _expose=holder)
+                          constraints=constraints, policy=policy_spec, _expose=holder)
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
@@ -370,6 +404,69 @@ def intraop_bound(instance: str, method: str, time_limit: float, out: str | None
            **lower_bound(problem, method, time_limit).to_dict()}
     _write_json(out, doc)
     click.echo(json.dumps(doc))
+
+
+# ----------------------------------------------------------------------------- rl
+@main.group()
+def rl() -> None:
+    """The learned proposal policy (needs the optional extra gapstop[rl])."""
+
+
+@rl.command("pretrain")
+@click.option("--graphs", "graphs", type=click.Path(file_okay=False), required=True,
+              help="Directory of pipeline graphs (.json / .json.gz): split into train, validation and test.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="The policy file to write.")
+@click.option("--chips", default="4,8", show_default=True, help="Comma-separated C values to train for.")
+@click.option("--no-ring", is_flag=True, help="Free labels instead of the ring constraints.")
+@click.option("--no-triangle", is_flag=True, help="Train with the triangle constraint.")
+@click.option("--samples", type=int, default=20000, show_default=True, help="Evaluated proposals in all.")
+@click.option("--checkpoint-every", type=int, default=10, show_default=True, help="PPO iterations per checkpoint.")
+@click.option("--val-samples", type=int, default=20, show_default=True, help="Proposals per validation task.")
+@click.option("--layers", type=int, default=8, show_default=True)
+@click.option("--width", type=int, default=128, show_default=True)
+@click.option("--iterations", type=int, default=2, show_default=True, help="T, refinements per proposal.")
+@click.option("--mode", type=click.Choice(["fix", "sample"]), default="fix", show_default=True)
+@click.option("--time-limit", type=float, default=None, help="Stop after this many seconds (at a checkpoint).")
+@click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_user_errors
+def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: bool, samples: int,
+                checkpoint_every: int, val_samples: int, layers: int, width: int, iterations: int, mode: str,
+                time_limit: float | None, threads: int, seed: int) -> None:
+    """Pre-train a policy on a graph corpus; keep the checkpoint with the best validation reward."""
+    import math
+
+    from problems.pipeline.rl import require_torch
+
+    torch = require_torch()
+    try:
+        cs = [int(c) for c in chips.split(",") if c.strip()]
+    except ValueError:
+        raise InputError(f"--chips: expected comma-separated integers, got {chips!r}") from None
+    if not cs or min(cs) < 1:
+        raise InputError(f"--chips: expected integers >= 1, got {chips!r}")
+    for name, v in (("--samples", samples), ("--checkpoint-every", checkpoint_every),
+                    ("--val-samples", val_samples), ("--layers", layers), ("--width", width),
+                    ("--iterations", iterations), ("--threads", threads)):
+        if v < 1:
+            raise InputError(f"{name}: must be >= 1, got {v}")
+    from problems.pipeline.rl.policy import PolicyConfig
+    from problems.pipeline.rl.ppo import PPOConfig
+    from problems.pipeline.rl.pretrain import pretrain, split_corpus
+
+    torch.set_num_threads(threads)
+    split = split_corpus(graphs, seed)
+    click.echo(f"{len(split.train)} training, {len(split.val)} validation, {len(split.test)} test graphs",
+               err=True)
+    summary = pretrain(split, out, chips=cs, ring=not no_ring, no_triangle=no_triangle, samples=samples,
+                       checkpoint_every=checkpoint_every, val_samples=val_samples,
+                       config=PolicyConfig(layers=layers, width=width, iterations=iterations),
+                       ppo=PPOConfig(mode=mode), seed=seed,
+                       time_limit_s=math.inf if time_limit is None else time_limit,
+                       log=lambda line: click.echo(line, err=True))
+    c = summary["chosen"]
+    click.echo(f"wrote {out}: iteration {c['iteration']} ({c['samples']} samples), "
+               f"validation reward {c['val_reward']:.4f}")
 
 
 @main.command("report")
