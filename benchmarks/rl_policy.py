@@ -1,0 +1,173 @@
+"""The learned proposal policy against the constrained searches, at equal evaluated samples.
+
+Not a test. On REGAL-style generated graphs (:func:`problems.pipeline.generators.regal_like`,
+``--n`` nodes each): pre-trains a policy on the training graphs of a seeded split
+(``rl pretrain``'s procedure), then on each held-out test graph and C, per seed, records the
+best exact objective after each checkpoint in ``--samples`` of
+
+* ``rl-scratch``: a fresh policy trained with PPO on the graph;
+* ``rl-zero-shot``: the pre-trained policy, sampled without updates;
+* ``rl-finetune``: the pre-trained policy, trained with PPO on the graph;
+* ``random``: uniform + SAMPLE; ``sa``: simulated annealing; ``brkga-fix``: BRKGA + FIX
+  (no MLA seeds), the islands of :mod:`problems.pipeline.mcm_search`;
+
+with the ring constraints (FIX mode for the policy), the share of valid samples, the
+certified gap against the ``simple`` lower bound, and for the fine-tuned policy the samples
+it needs to reach the best objective that training from scratch reaches (the paper's
+Tables 2-3 ratio). Prints a table and writes ``--json``.
+
+Usage::
+
+    python benchmarks/rl_policy.py [--corpus 24] [--n 40,80] [--chips 4,8] [--samples 100,500]
+        [--seeds 3] [--pretrain-samples 2000] [--layers 4 --width 64] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from problems.pipeline.closed_form import simple_bound  # noqa: E402
+from problems.pipeline.constraints import Constraints  # noqa: E402
+from problems.pipeline.generators import regal_like  # noqa: E402
+from problems.pipeline.io import save_graph  # noqa: E402
+from problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
+
+
+def trace_island(make: Callable[[], Any], checkpoints: list[int]) -> tuple[list[float], float]:
+    """Best objective at each checkpoint of evaluated samples, and the valid share."""
+    isl = make()
+    out = []
+    for cp in checkpoints:
+        while isl.evals < cp:
+            isl._iterate()
+        out.append(isl.best_cost)
+    valid = sum(v for k, v in isl.solver.counts.items() if k == "valid")
+    return out, valid / max(1, sum(isl.solver.counts.values()))
+
+
+def trace_policy(policy: Any, problem: Any, cons: Constraints, checkpoints: list[int], seed: int,
+                 learn: bool) -> tuple[list[float], float, list[float]]:
+    """Best objective at each checkpoint, valid share, and the best after every batch."""
+    from problems.pipeline.rl.ppo import PPOConfig, PPOTrainer
+
+    trainer = PPOTrainer(policy, PPOConfig(), seed=seed)
+    task = trainer.task(problem, cons)
+    out, per_batch, valid, total = [], [], 0, 0
+    for cp in checkpoints:
+        while task.samples < cp:
+            batch = trainer.collect(task)
+            valid += sum(r.outcome.valid for r in batch.rollouts)
+            total += len(batch.rollouts)
+            per_batch.append(task.best_cost)
+            if learn:
+                trainer.update(task, batch)
+        out.append(task.best_cost)
+    return out, valid / max(1, total), per_batch
+
+
+def samples_to_reach(per_batch: list[float], target: float, batch: int = 20) -> int | None:
+    for i, v in enumerate(per_batch):
+        if v <= target * (1 + 1e-9):
+            return (i + 1) * batch
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", type=int, default=24)
+    ap.add_argument("--n", default="40,80", help="node count range lo,hi of the generated graphs")
+    ap.add_argument("--chips", default="4,8")
+    ap.add_argument("--samples", default="100,500")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--tests", type=int, default=3, help="held-out test graphs used")
+    ap.add_argument("--pretrain-samples", type=int, default=2000)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--workdir", default="/tmp/gapstop-rl-bench")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import torch
+
+    from problems.pipeline.rl.policy import Policy, PolicyConfig, load_policy
+    from problems.pipeline.rl.pretrain import pretrain, split_corpus
+
+    torch.set_num_threads(1)
+    lo, hi = (int(x) for x in args.n.split(","))
+    chips = [int(c) for c in args.chips.split(",")]
+    checkpoints = [int(s) for s in args.samples.split(",")]
+    work = Path(args.workdir)
+    (work / "graphs").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for s in range(args.corpus):
+        save_graph(regal_like(1000 + s, n=int(rng.integers(lo, hi + 1))), work / "graphs" / f"g{s:03d}.json")
+    split = split_corpus(str(work / "graphs"), 0)
+    config = PolicyConfig(layers=args.layers, width=args.width)
+    t0 = time.monotonic()
+    summary = pretrain(split, str(work / "policy.pt"), chips=chips, samples=args.pretrain_samples,
+                       checkpoint_every=10, config=config, seed=0,
+                       log=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"pretrain: {args.pretrain_samples} samples in {time.monotonic() - t0:.0f} s, chose iteration "
+          f"{summary['chosen']['iteration']} (validation reward {summary['chosen']['val_reward']:.4f})", flush=True)
+
+    from problems.pipeline.io import load_graph
+
+    rows = []
+    for path in split.test[:args.tests]:
+        problem = load_graph(path)
+        for c in chips:
+            cons = Constraints(c, ring=True)
+            lb = float(simple_bound(problem, c).value)
+            for seed in range(args.seeds):
+                res: dict[str, Any] = {"graph": Path(path).name, "n": problem.n, "chips": c, "seed": seed, "lb": lb}
+                t = time.monotonic()
+                torch.manual_seed(seed)
+                res["rl-scratch"] = trace_policy(Policy(config), problem, cons, checkpoints, seed, True)
+                res["rl-zero-shot"] = trace_policy(load_policy(str(work / "policy.pt"))[0], problem, cons,
+                                                   checkpoints, seed, False)
+                res["rl-finetune"] = trace_policy(load_policy(str(work / "policy.pt"))[0], problem, cons,
+                                                  checkpoints, seed, True)
+                r = np.random.default_rng(seed)
+                res["random"] = trace_island(lambda: RandomSearch(problem, cons, r), checkpoints)
+                res["sa"] = trace_island(lambda: AnnealingSearch(problem, cons, r), checkpoints)
+                res["brkga-fix"] = trace_island(lambda: BrkgaFixSearch(problem, cons, r), checkpoints)
+                res["wall_s"] = round(time.monotonic() - t, 1)
+                rows.append(res)
+                print(json.dumps({k: (v[:2] if isinstance(v, tuple) else v) for k, v in res.items()}), flush=True)
+    methods = ["rl-scratch", "rl-zero-shot", "rl-finetune", "random", "sa", "brkga-fix"]
+    print("\nmedian over seeds of best objective / simple bound (valid share)")
+    print(f"{'graph':<10} {'n':>4} {'C':>3} " + " ".join(f"{m + '@' + str(cp):>18}" for m in methods for cp in checkpoints))
+    ratios = []
+    for g in dict.fromkeys((r["graph"], r["chips"]) for r in rows):
+        rs = [r for r in rows if (r["graph"], r["chips"]) == g]
+        cells = []
+        for m in methods:
+            for i in range(len(checkpoints)):
+                v = statistics.median(r[m][0][i] / r["lb"] for r in rs)
+                share = statistics.median(r[m][1] for r in rs)
+                cells.append(f"{v:11.4f} ({share:.2f})")
+        print(f"{g[0]:<10} {rs[0]['n']:>4} {g[1]:>3} " + " ".join(f"{c:>18}" for c in cells))
+        for r in rs:  # samples fine-tuning needs to reach scratch's final best
+            target = r["rl-scratch"][0][-1]
+            ratios.append((g, samples_to_reach(r["rl-scratch"][2], target),
+                           samples_to_reach(r["rl-finetune"][2], target)))
+    print("\nsamples to reach RL-from-scratch's final best (scratch, finetune) per graph, C, seed:")
+    for g, s, f in ratios:
+        print(f"  {g[0]} C={g[1]}: scratch {s}, finetune {f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "ratios": ratios, "pretrain": summary}, default=str))
+
+
+if __name__ == "__main__":
+    main()
