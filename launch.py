@@ -428,11 +428,13 @@ def rl() -> None:
 @click.option("--mode", type=click.Choice(["fix", "sample"]), default="fix", show_default=True)
 @click.option("--time-limit", type=float, default=None, help="Stop after this many seconds (at a checkpoint).")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
+@click.option("--rollout-workers", type=int, default=0, show_default=True,
+              help="Run the training rollouts on this many local Ray workers (0: in this process).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_user_errors
 def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: bool, samples: int,
                 checkpoint_every: int, val_samples: int, layers: int, width: int, iterations: int, mode: str,
-                time_limit: float | None, threads: int, seed: int) -> None:
+                time_limit: float | None, threads: int, rollout_workers: int, seed: int) -> None:
     """Pre-train a policy on a graph corpus; keep the checkpoint with the best validation reward."""
     import math
 
@@ -454,8 +456,17 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
     from problems.pipeline.rl.ppo import PPOConfig
     from problems.pipeline.rl.pretrain import pretrain, split_corpus
 
+    if rollout_workers < 0:
+        raise InputError(f"--rollout-workers: must be >= 0, got {rollout_workers}")
     torch.set_num_threads(threads)
     split = split_corpus(graphs, seed)
+    factory: Any = None
+    if rollout_workers:
+        from actors.rl_rollout import RolloutPool
+        from cluster.connect import connect
+
+        connect(None, rollout_workers)
+        factory = RolloutPool(rollout_workers, mode, seed).runner
     click.echo(f"{len(split.train)} training, {len(split.val)} validation, {len(split.test)} test graphs",
                err=True)
     summary = pretrain(split, out, chips=cs, ring=not no_ring, no_triangle=no_triangle, samples=samples,
@@ -463,7 +474,7 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
                        config=PolicyConfig(layers=layers, width=width, iterations=iterations),
                        ppo=PPOConfig(mode=mode), seed=seed,
                        time_limit_s=math.inf if time_limit is None else time_limit,
-                       log=lambda line: click.echo(line, err=True))
+                       log=lambda line: click.echo(line, err=True), runner_factory=factory)
     c = summary["chosen"]
     click.echo(f"wrote {out}: iteration {c['iteration']} ({c['samples']} samples), "
                f"validation reward {c['val_reward']:.4f}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -67,6 +67,15 @@ class GraphTask:
         self.best_cost = math.inf
         self.best_chips: NDArray[np.int64] | None = None
         self.samples = 0
+        #: ``runner(proposals int64[R, n], probs float64[R, n, C]) -> R rollouts``; None: in
+        #: this process, one after another (:mod:`actors.rl_rollout` runs them on Ray workers)
+        self.runner: Callable[[NDArray[np.int64], NDArray[np.float64]], list[Rollout]] | None = None
+
+    def rollouts(self, proposals: NDArray[np.int64], probs: NDArray[np.float64]) -> list[Rollout]:
+        """One rollout per proposal (row), through :attr:`runner` if set."""
+        if self.runner is not None:
+            return self.runner(proposals, probs)
+        return [self.env.run(proposals[r], probs[r]) for r in range(len(proposals))]
 
 
 @dataclass
@@ -107,7 +116,7 @@ class PPOTrainer:
         count = count or self.config.rollouts
         self.policy.eval()
         ys, probs = self.policy.propose(task.tensors, count, self.gen)
-        rollouts = [task.env.run(ys[r, -1], probs[r]) for r in range(count)]
+        rollouts = task.rollouts(ys[:, -1], probs)
         for r, ro in enumerate(rollouts):
             ys[r, -1] = ro.action
             if ro.objective is not None and ro.objective < task.best_cost:

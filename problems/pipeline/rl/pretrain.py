@@ -64,7 +64,8 @@ def validation_reward(policy: Policy, tasks: list[GraphTask], samples: int, seed
 def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_triangle: bool = False,
              samples: int = 20_000, checkpoint_every: int = 10, val_samples: int = 20,
              config: PolicyConfig | None = None, ppo: PPOConfig | None = None, seed: int = 0,
-             time_limit_s: float = math.inf, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+             time_limit_s: float = math.inf, log: Callable[[str], None] | None = None,
+             runner_factory: Callable[[PipelineProblem, Constraints], Any] | None = None) -> dict[str, Any]:
     """Pre-train a policy; write the best checkpoint (by validation reward) to ``out``.
 
     Args:
@@ -80,6 +81,8 @@ def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_
         seed: seeds the split's use, the network and the sampling.
         time_limit_s: stop early (after the current iteration) once this much time passed.
         log: progress lines.
+        runner_factory: ``(problem, constraints) -> runner`` for every training task's
+            rollouts (e.g. :meth:`actors.rl_rollout.RolloutPool.runner`); default in this process.
     Returns:
         a summary: the chosen checkpoint's iteration and validation reward, and the history.
     """
@@ -101,6 +104,9 @@ def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_
         return out_tasks
 
     train, val = tasks_of(split.train), tasks_of(split.val)
+    if runner_factory is not None:
+        for t in train:
+            t.runner = runner_factory(t.problem, t.constraints)
     if not train:
         raise InputError("--graphs: no training graph can take the given --chips")
     ckpt_dir = Path(str(out) + ".checkpoints")
