@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
