@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -254,9 +253,11 @@ class ConstraintSolver:
     memory condition) are propagated in :mod:`problems.pipeline._propagate`; the
     dynamic ones (the exact memory peak under the canonical schedule, the user check)
     are tested on the finished partition, which is rejected (and counted) if they fail.
-    A proposal never needs the CP-SAT model: propagation is exact for constraints 1 and
-    2, and for the triangle constraint the search backtracks (it is complete: given
-    the budget, it finds a valid partition whenever one exists, or proves that none does).
+    Propagation is exact for constraints 1 and 2 (no backtracking needed); the triangle
+    constraint is forward-checked and the search backtracks (complete: without a budget it
+    finds a valid partition whenever one exists, or proves that none does). When the
+    backtracking budget runs out, CP-SAT (:meth:`prove`) decides: it proves infeasibility
+    or returns the valid partition closest to the proposal it finds in its time limit.
 
     Args:
         problem: the instance.

@@ -25,7 +25,6 @@ from problems.pipeline.model import PipelineProblem
 
 if TYPE_CHECKING:
     from problems.pipeline.decoder import Split
-    from problems.pipeline.search import PipelineSearch
 
 # The decoder, evaluator and search modules load numba (0.2 s) and are imported where
 # used: a local run reads this module before it forks its head-start MIP, which needs
