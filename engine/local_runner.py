@@ -87,7 +87,8 @@ def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[
 
     def report(value: float) -> None:
         nonlocal last
-        if math.isfinite(value) and (last == -math.inf or value > last + rel_step * abs(last)):
+        # ``value - last``: exact for Python ints (``last + step`` would round above 2^53)
+        if math.isfinite(value) and (last == -math.inf or value - last > rel_step * abs(last)):
             last = value
             ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
 
