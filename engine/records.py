@@ -61,6 +61,33 @@ class Bound:
         return d
 
 
+def exact_text(x: float | int) -> str:
+    """``x`` as text that :func:`exact_value` turns back into exactly ``x``: Python ints in
+    decimal (any size), floats by ``repr`` (shortest round-trip form, ``inf``, ``nan``)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"not a number: {x!r}")
+    return str(x) if isinstance(x, int) else repr(float(x))
+
+
+def exact_value(x: Any) -> float | int:
+    """The number a run directory stored: a JSON int or float as it is, a decimal string
+    (see :func:`exact_text`) parsed as an int when it is one. Never rounds an int to float.
+
+    Raises:
+        ValueError: ``x`` is not a number or such a string.
+    """
+    if isinstance(x, bool):
+        raise ValueError(f"not a number: {x!r}")
+    if isinstance(x, (int, float)):
+        return x
+    if isinstance(x, str):
+        try:
+            return int(x)
+        except ValueError:
+            return float(x)
+    raise ValueError(f"not a number: {x!r}")
+
+
 def relative_gap(ub: float | int | None, lb: float | int | None) -> float | None:
     """The certified optimality gap ``1 - lb/ub = (ub - lb)/ub`` of a minimisation problem.
 

@@ -5,9 +5,13 @@ Files (all rewritten atomically, so a reader or a crash never sees half a file):
 * ``config.json`` — the resolved run configuration, including the problem file's digest;
 * ``best_solution.json`` — the incumbent, rewritten at every accepted improvement;
 * ``events.parquet`` — every accepted improvement: ``t_s`` (seconds since the start of
-  the first session), ``worker``, ``kind`` (``upper`` | ``lower``), ``value``, ``method``,
-  ``status``, ``session`` (0 for the first run, +1 per resume);
-* ``checkpoint.json`` — incumbent, bounds and elapsed time, enough to resume;
+  the first session), ``worker``, ``kind`` (``upper`` | ``lower`` | ``error``), ``value``
+  (float64, for plots), ``method``, ``status``, ``session`` (0 for the first run, +1 per
+  resume), ``value_exact`` (the value as exact text: decimal for integers of any size,
+  see :func:`engine.records.exact_text`; logs written before it existed lack the column
+  and are read as if it held ``value``);
+* ``checkpoint.json`` — incumbent, bounds and elapsed time, enough to resume; integer
+  costs and bounds are JSON integers (exact at any size);
 * ``result.json`` — the problem's result document (``"stopped_because": "running"``
   while the run goes on).
 """
@@ -27,11 +31,11 @@ import pyarrow.parquet as pq
 from engine.coordinator import Coordinator, Event
 from engine.errors import InputError
 from engine.persist import write_json_atomic
-from engine.records import Bound, Incumbent
+from engine.records import Bound, Incumbent, exact_text, exact_value
 
 EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind", pa.string()),
                           ("value", pa.float64()), ("method", pa.string()), ("status", pa.string()),
-                          ("session", pa.int32())])
+                          ("session", pa.int32()), ("value_exact", pa.string())])
 
 
 _NUMPY_TYPES = {pa.float64(): np.float64, pa.int32(): np.int32}
@@ -46,7 +50,12 @@ def _event_table(rows: list[dict[str, Any]]) -> pa.Table:
     """
     cols = []
     for f in EVENT_SCHEMA:
-        vals = [r[f.name] for r in rows]
+        if f.name == "value_exact":  # rows of logs written before the column existed lack it
+            vals = [r.get("value_exact") or exact_text(r["value"]) for r in rows]
+        elif f.name == "value":
+            vals = [float(r["value"]) for r in rows]
+        else:
+            vals = [r[f.name] for r in rows]
         if f.type == pa.string():
             data = [v.encode() for v in vals]
             off = np.zeros(len(data) + 1, dtype=np.int32)
@@ -99,6 +108,7 @@ class RunDir:
         row = asdict(e)
         row["t_s"] = row["t_s"] + self.t_offset
         row["session"] = self.session
+        row["value_exact"] = exact_text(e.value)
         self.events.append(row)
         tmp = self.path / ".events.parquet.tmp"
         pq.write_table(_event_table(self.events), tmp)
@@ -145,11 +155,16 @@ class RunDir:
         for rec in [*old.get("bounds", []), *[m for ms in old.get("group_members", {}).values() for m in ms]]:
             if rec.get("value") is None:
                 continue
-            coord.offer_bound(Bound(rec["method"], float(rec["value"]), rec["status"], rec["wall_s"],
+            # JSON integers come back as exact ints (intra-op bounds exceed 2^53)
+            coord.offer_bound(Bound(rec["method"], exact_value(rec["value"]), rec["status"], rec["wall_s"],
                                     rec.get("solver", ""), rec.get("detail") or {}), prefix.rstrip(":") or "restored")
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """The event log of a run directory as a list of rows (empty if none yet)."""
+    """The event log of a run directory as a list of rows (empty if none yet); ``value`` is
+    the exact stored value (a Python int for integer values), also in older logs' floats."""
     p = Path(path) / "events.parquet"
-    return pq.read_table(p).to_pylist() if p.exists() else []
+    rows = pq.read_table(p).to_pylist() if p.exists() else []
+    for r in rows:
+        r["value"] = exact_value(r.get("value_exact") or r["value"])
+    return rows

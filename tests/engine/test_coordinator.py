@@ -145,3 +145,24 @@ def test_group_is_released_only_with_exactly_the_members_one_to_k() -> None:
     assert coord.lb is None
     coord.offer_bound(_member(3, 8.0))
     assert coord.lb == 6.0 and coord.bound.detail["per_member"] == [6.0, 7.0, 8.0]
+
+
+def test_an_intraop_bound_above_2_to_the_53_survives_resume_exactly(tmp_path) -> None:
+    pytest.importorskip("ray")
+    from actors.coordinator import CoordinatorActor
+
+    # two live nodes whose cheap strategies do not fit together: optimum 2^60 + 2, trivial bound 2^60 - 2000
+    half = 2**59
+    problem = IntraopProblem(name="two", node_ptr=np.array([0, 2, 4]), node_cost=np.array([half + 1, half - 1000] * 2),
+                             node_usage=np.array([0, 10] * 2), start=np.zeros(2), end=np.ones(2),
+                             edge_u=np.zeros(0), edge_v=np.zeros(0), edge_ptr=np.zeros(1), edge_cost=np.zeros(0),
+                             usage_limit=5)
+    args = ("intraop", problem, {}, str(tmp_path / "rd"), {"problem": "intraop"}, 0.0, 60.0)
+    c = CoordinatorActor(*args)
+    assert c.report_solution([0, 0], "w") and c.poll()["ub"] == 2**60 + 2
+    assert c.report_bound(Bound("lagrangian", 2**60 + 1, "bound-only", 0.0), "lagrangian")
+    c.finalize("interrupted")
+    back = CoordinatorActor(*args, resume=True)
+    state = back.poll()
+    assert state["lb"] == 2**60 + 1 and isinstance(state["lb"], int) and state["stop"] is None
+    assert back.finalize("time-limit")["lower_bound"] == 2**60 + 1
