@@ -114,15 +114,15 @@ class Coordinator:
         """
         if math.isnan(bound.value):
             return False
+        group = bound.detail.get("group") if bound.detail else None
+        if group is not None:  # one member may be +inf (its case is impossible); their minimum is checked below
+            return self._offer_member(bound, worker, str(group))
         if bound.value == math.inf and self.incumbent is not None:
             self._internal_error(worker or bound.method, bound.method,
                                  f"bound {bound.method!r} claims no feasible solution exists, but the incumbent "
                                  f"from {self.incumbent.source!r} (cost {self.incumbent.cost}) is feasible; "
                                  "bound ignored")
             return False
-        group = bound.detail.get("group") if bound.detail else None
-        if group is not None:
-            return self._offer_member(bound, worker, str(group))
         prev = self.bounds.get(bound.method)
         if prev is None or bound.value > prev.value or (bound.value == prev.value and bound.status != prev.status
                                                         and bound.status == "optimal"):

@@ -166,3 +166,19 @@ def test_an_intraop_bound_above_2_to_the_53_survives_resume_exactly(tmp_path) ->
     state = back.poll()
     assert state["lb"] == 2**60 + 1 and isinstance(state["lb"], int) and state["stop"] is None
     assert back.finalize("time-limit")["lower_bound"] == 2**60 + 1
+
+
+def test_a_member_may_be_infinite_but_not_the_group() -> None:
+    coord = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    coord.offer_solution(10, "w")
+    coord.offer_bound(_member(1, math.inf))  # guess 1 is impossible: fine
+    coord.offer_bound(_member(2, 7.0))
+    assert not coord.errors and coord.lb is None
+    coord.offer_bound(_member(3, 8.0))
+    assert coord.lb == 7.0 and not coord.errors
+    other = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    other.offer_solution(10, "w")
+    with pytest.warns(RuntimeWarning):
+        for j in (1, 2, 3):
+            other.offer_bound(_member(j, math.inf))
+    assert other.lb is None and len(other.errors) == 1 and other.gap is None
