@@ -48,16 +48,16 @@ MANY = ((6, 5), (7, 5), (5, 6), (4, 6), (3, 7), (2, 5), (6, 8))
 
 def test_closed_form_and_spectral_bounds_with_many_blocks() -> None:
     padded = 0
-    for i in range(9):
+    for i in range(6):
         for n, k in MANY:
             p = _graph(i, n, memory=i % 2 == 1)
             opt = reference.brute_force(p, k)
             assert _below(bounds.simple_bound(p, k).value, opt), (i, n, k)
             seen: list[float] = []
-            value, _ = spectral.spectral_bound_value(p, k, 5.0, max_iters=150, on_improve=seen.append)
+            value, _ = spectral.spectral_bound_value(p, k, 5.0, max_iters=40, on_improve=seen.append)
             assert seen == sorted(seen) and all(_below(v, opt) for v in seen + [value]), (i, n, k, value, opt)
             padded += k > n and value > 0
-    assert padded >= 10  # the padded eigenvalues take part in bounds that say something
+    assert padded >= 20  # the padded eigenvalues take part in bounds that say something
 
 
 @pytest.mark.mip
