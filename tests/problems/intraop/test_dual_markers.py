@@ -100,3 +100,11 @@ def test_exact_core_minimum_is_not_mistaken_for_empty() -> None:
     opt, _ = brute_force(p)
     assert value != math.inf and EXCL < value <= opt
     assert BK.MSG_ROOM // (dual.msg_bound + 1) >= 2  # the message bound leaves the room it documents
+
+
+@pytest.mark.mip
+def test_cpsat_bound_past_the_marker_stays_below_the_optimum() -> None:
+    for p in (_heavy_cliques(2, True), _wheel_with_heavy_leaves(0)):
+        opt, _ = brute_force(p)
+        b = lower_bound(p, "exact", 10.0, num_workers=1)
+        assert math.isfinite(b.value) and b.value <= opt, (b, opt)
