@@ -8,6 +8,7 @@ intra-operator sharding); times are wall-clock seconds.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -64,9 +65,9 @@ class Bound:
 def exact_text(x: float | int) -> str:
     """``x`` as text that :func:`exact_value` turns back into exactly ``x``: Python ints in
     decimal (any size), floats by ``repr`` (shortest round-trip form, ``inf``, ``nan``)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise TypeError(f"not a number: {x!r}")
-    return str(x) if isinstance(x, int) else repr(float(x))
+    return str(int(x)) if isinstance(x, numbers.Integral) else repr(float(x))
 
 
 def exact_value(x: Any) -> float | int:

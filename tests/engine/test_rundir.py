@@ -110,3 +110,15 @@ def test_event_logs_without_the_exact_column_are_still_read_and_resumed(tmp_path
     rd2.restore_into(back)
     back.offer_solution(11, "w")
     assert [(e["value"], e["session"]) for e in read_events(rd2.path)] == [(12.0, 0), (12, 1), (11, 1)]
+
+
+def test_exact_text_round_trips_every_number_kind() -> None:
+    import numpy as np
+
+    from engine.records import exact_value
+
+    for x in (0, -3, 2**53 + 1, 2**64 + 1, 10**30, np.int64(2**62 + 1), 0.1, 1e300, -0.0, math.inf, -math.inf,
+              np.float64(6548641531.5)):
+        back = exact_value(exact_text(x))
+        assert back == x and type(back) is (int if isinstance(x, (int, np.integer)) else float), x
+    assert math.isnan(exact_value(exact_text(math.nan)))
