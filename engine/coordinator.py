@@ -9,8 +9,9 @@ lock and the Ray coordinator actor wraps it. Invariants:
 * merging is idempotent and order-insensitive (a report that is not an
   improvement is ignored, whatever order reports arrive in);
 * a bound of +inf ("no feasible solution exists") never stands next to a feasible
-  incumbent: the contradiction is an internal error, logged as an ``error`` event and
-  warned about once, and the run goes on with the finite bounds (never a gap of 0).
+  incumbent, nor, for an integral objective, a bound above the incumbent's exact cost:
+  the contradiction is an internal error, logged as an ``error`` event and warned about
+  once, and the run goes on with the other bounds (never a gap of 0 from it).
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ class Coordinator:
         # keep the evaluator's type: exact Python ints stay exact (intra-op costs exceed 2^53)
         self.incumbent = Incumbent(cost=cost, solution=canonical, source=source, t_s=self.clock.elapsed())
         self._event(Event(self.incumbent.t_s, source, "upper", cost, source, "feasible"))
-        if self.bound is not None and self.bound.value == math.inf:
-            self._drop_infinite_bounds(source)
+        if self.bound is not None and self._contradicts(self.bound.value):
+            self._drop_contradicted_bounds(source)
         if self._on_incumbent is not None:
             self._on_incumbent(self.incumbent)
         return True
@@ -117,11 +118,10 @@ class Coordinator:
         group = bound.detail.get("group") if bound.detail else None
         if group is not None:  # one member may be +inf (its case is impossible); their minimum is checked below
             return self._offer_member(bound, worker, str(group))
-        if bound.value == math.inf and self.incumbent is not None:
+        if self.incumbent is not None and self._contradicts(bound.value):
             self._internal_error(worker or bound.method, bound.method,
-                                 f"bound {bound.method!r} claims no feasible solution exists, but the incumbent "
-                                 f"from {self.incumbent.source!r} (cost {self.incumbent.cost}) is feasible; "
-                                 "bound ignored")
+                                 f"bound {bound.method!r} = {bound.value} lies above the feasible incumbent "
+                                 f"from {self.incumbent.source!r} (cost {self.incumbent.cost}); bound ignored")
             return False
         prev = self.bounds.get(bound.method)
         if prev is None or bound.value > prev.value or (bound.value == prev.value and bound.status != prev.status
@@ -166,18 +166,25 @@ class Coordinator:
             warnings.warn(f"internal error (the run goes on; please file a bug): {message}", RuntimeWarning,
                           stacklevel=3)
 
-    def _drop_infinite_bounds(self, source: str) -> None:
-        """A feasible incumbent contradicts the +inf bound(s) held: report, drop them, fall back
-        to the best finite bound."""
-        bad = [b for b in self.bounds.values() if b.value == math.inf]
+    def _contradicts(self, value: float | int) -> bool:
+        """Whether a bound ``value`` is impossible next to the incumbent: +inf (no feasible
+        solution), or, for an integral objective, above its exact cost (a real-valued
+        objective's bound may lie a rounding above it)."""
+        if self.incumbent is None:
+            return False
+        return value == math.inf or (self.integral and value > self.incumbent.cost)
+
+    def _drop_contradicted_bounds(self, source: str) -> None:
+        """A new incumbent contradicts bound(s) held: report, drop them, fall back to the best other."""
+        bad = [b for b in self.bounds.values() if self._contradicts(b.value)]
         self._internal_error(source, ",".join(b.method for b in bad),
-                             f"bound(s) {[b.method for b in bad]} claimed no feasible solution exists, but "
-                             f"{source!r} found one (cost {self.incumbent.cost if self.incumbent else None}); "
+                             f"bound(s) {[(b.method, b.value) for b in bad]} lie above the feasible solution "
+                             f"{source!r} found (cost {self.incumbent.cost if self.incumbent else None}); "
                              "bound(s) dropped")
         for b in bad:
             del self.bounds[b.method]
-        finite = [b for b in self.bounds.values() if b.value != -math.inf]
-        self.bound = max(finite, key=lambda b: b.value) if finite else None
+        rest = [b for b in self.bounds.values() if b.value != -math.inf]
+        self.bound = max(rest, key=lambda b: b.value) if rest else None
 
     def member_bounds(self, group: str) -> dict[int, float]:
         """Current best value of each reported member of a group."""

@@ -182,3 +182,21 @@ def test_a_member_may_be_infinite_but_not_the_group() -> None:
         for j in (1, 2, 3):
             other.offer_bound(_member(j, math.inf))
     assert other.lb is None and len(other.errors) == 1 and other.gap is None
+
+
+def test_an_integer_bound_above_a_feasible_cost_is_an_internal_error() -> None:
+    coord = _intraop_coordinator([COST, COST + 5])
+    coord.offer_bound(Bound("trivial", COST - 10, "closed-form", 0.0))
+    coord.offer_bound(Bound("lagrangian", COST + 3, "bound-only", 0.0))  # no incumbent yet: nothing to contradict
+    assert coord.lb == COST + 3
+    with pytest.warns(RuntimeWarning, match="internal error"):
+        coord.offer_solution([1], "w")  # cost COST + 5: fine next to COST + 3
+        coord.offer_solution([0], "w")  # cost COST: the bound COST + 3 was false
+    assert coord.lb == COST - 10 and coord.stop_reason() is None and len(coord.errors) == 1
+    assert not coord.offer_bound(Bound("exact", COST + 1, "optimal", 0.0))
+    assert coord.lb == COST - 10 and len(coord.errors) == 2 and coord.stop_reason() is None
+    # a real-valued objective's bound may lie a rounding above the incumbent
+    real = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    real.offer_solution(1000.0, "w")
+    assert real.offer_bound(Bound("exact", 1000.0000001, "optimal", 0.0)) and not real.errors
+    assert real.stop_reason() == "optimal"
