@@ -320,6 +320,30 @@ def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: floa
             "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": why, "elimination": r.detail()}
 
 
+@intraop.command("generate")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.option("--nprocs", type=int, required=True, help="Processors p to shard every op over.")
+@click.option("--mesh", default=None, help="Device mesh shape, e.g. 2x4 (product = --nprocs).")
+@click.option("--chip", "chip_spec", required=True, help="Chip profile: a shipped name or a TOML/JSON file.")
+@click.option("--training", is_flag=True, help="Backward pass and gradient all-reduce in t_V, gradients in memory.")
+@click.option("--max-configs", type=int, default=32, show_default=True, help="Configurations kept per op.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="The contest-format instance.")
+@_user_errors
+def intraop_generate(graph: str, nprocs: int, mesh: str | None, chip_spec: str, training: bool, max_configs: int,
+                     out: str) -> None:
+    """Write a contest-format sharding instance for GRAPH (a pipeline graph with op metadata)."""
+    from problems.chip import load_chip
+    from problems.intraop.strategies import generate_file, parse_mesh
+
+    shape = parse_mesh(mesh, nprocs)
+    doc = generate_file(graph, nprocs, load_chip(chip_spec), mesh=shape, training=training, max_configs=max_configs)
+    _write_json(out, doc)
+    m = doc["meta"]
+    click.echo(json.dumps({"instance": out, "nodes": len(m["ops"]), "edges": len(doc["problem"]["edges"]["nodes"]),
+                           "configurations": sum(len(c) for c in m["configs"]), "dropped": m["dropped_total"],
+                           "view_ops": m["view_ops"]}))
+
+
 @intraop.command("evaluate")
 @click.argument("instance", type=click.Path(dir_okay=False))
 @click.argument("solution", type=click.Path(dir_okay=False))
