@@ -310,7 +310,7 @@ def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: floa
 
     from problems.intraop.elimination import find_opt_strategy
 
-    r = find_opt_strategy(problem, table_limit=max_table, time_limit_s=time_limit)
+    r = find_opt_strategy(problem, table_limit=max_table, time_limit_s=time_limit, prune_memory=True)
     lb = None if r.value == math.inf else r.value
     why = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
            else "unconstrained optimum exceeds the usage limit" if r.exact else "table cap or time limit: bound only")

@@ -134,6 +134,26 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
     """
     tab: dict[Scope, NDArray[np.int64]] = {}
     const = 0
+    var_f: dict[int, set[Scope]] = {}
+    # per node: how many factors it shares with each other node, and the log of its bucket's
+    # size without itself; kept up to date so a min-degree choice never rescans a bucket
+    nbr: dict[int, dict[int, int]] = {}
+    logsz: dict[int, float] = {}
+    logk = np.log(np.maximum(np.asarray(k, dtype=np.float64), 1.0))
+
+    def link(scope: Scope, step: int) -> None:
+        for x in scope:
+            cnt = nbr.setdefault(x, {})
+            for y in scope:
+                if y != x:
+                    c = cnt.get(y, 0) + step
+                    if c:
+                        if c == 1 and step == 1:
+                            logsz[x] = logsz.get(x, 0.0) + logk[y]
+                        cnt[y] = c
+                    else:
+                        del cnt[y]
+                        logsz[x] -= logk[y]
 
     def add(scope: Scope, arr: NDArray[np.int64]) -> None:
         nonlocal const
@@ -143,24 +163,20 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
             return
         old = tab.get(scope)
         tab[scope] = arr if old is None else sat(old, arr)
-        for x in scope:
-            var_f.setdefault(x, set()).add(scope)
+        if old is None:
+            link(scope, 1)
+            for x in scope:
+                var_f.setdefault(x, set()).add(scope)
 
-    var_f: dict[int, set[Scope]] = {}
     for s, arr in factors:
         add(tuple(s), np.asarray(arr, dtype=np.int64))
     res = FactorElimination(value=0, exact=True, order=[])
 
-    def bucket_of(v: int) -> tuple[set[int], int]:
-        nb = {x for s in var_f[v] for x in s}
-        return nb, _size(k, nb)
+    def key(v: int) -> tuple[int, float, int]:
+        return len(nbr[v]), round(logsz.get(v, 0.0), 6), v
 
-    heap: list[tuple[int, int, int]] = []
-    if order is None:
-        for v in var_f:
-            nb, size = bucket_of(v)
-            heap.append((len(nb) - 1, size, v))
-        heapq.heapify(heap)
+    heap = [key(v) for v in var_f] if order is None else []
+    heapq.heapify(heap)
     todo = list(reversed(order)) if order is not None else []
     while var_f:
         if time.perf_counter() > deadline:
@@ -171,16 +187,17 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
             if v not in var_f:
                 continue
         else:
-            d, size, v = heapq.heappop(heap)
+            top = heapq.heappop(heap)
+            v = top[2]
             if v not in var_f:
                 continue
-            nb, cur = bucket_of(v)
-            if (len(nb) - 1, cur) != (d, size):
-                heapq.heappush(heap, (len(nb) - 1, cur, v))  # stale entry
+            if key(v) != top:
+                heapq.heappush(heap, key(v))  # stale entry
                 continue
         scopes = var_f.pop(v)
         bucket = [(s, tab.pop(s)) for s in sorted(scopes)]
-        for s in scopes:
+        for s, _ in bucket:
+            link(s, -1)
             for x in s:
                 if x != v:
                     var_f[x].discard(s)
@@ -203,8 +220,7 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
         if order is None:
             for x in full:
                 if x != v and x in var_f:
-                    nb2, size2 = bucket_of(x)
-                    heapq.heappush(heap, (len(nb2) - 1, size2, x))
+                    heapq.heappush(heap, key(x))
         if trace is not None:
             trace([(s, a) for s, a in tab.items()], const)
     for s, arr in list(tab.items()):  # left by a timeout: each minimised on its own

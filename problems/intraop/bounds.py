@@ -20,7 +20,8 @@ forbidden choices, i.e. costs ``>= 10^18``, and within the usage limit), or
   inner bound with frustrated cycles (:mod:`problems.intraop.cycles`).
 * ``exact``: CP-SAT on the whole model; its proven bound (never its incumbent).
 * ``elimination``: FindOptStrategy (:mod:`problems.intraop.elimination`): the
-  unconstrained optimum by vertex elimination when its tables fit ``table_limit``
+  unconstrained optimum (strategies that can never fit excluded) by vertex
+  elimination when its tables fit ``table_limit``
   (status ``optimal`` when that strategy also fits the usage limit), else the
   mini-bucket lower bound (``bound-only``).
 
@@ -411,7 +412,8 @@ def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_worke
 
 def _elimination(problem: IntraopProblem, time_limit_s: float, t0: float, **kw: Any) -> Bound:
     from problems.intraop.elimination import DEFAULT_TABLE_LIMIT, find_opt_strategy
-    r = find_opt_strategy(problem, table_limit=kw.get("table_limit", DEFAULT_TABLE_LIMIT), time_limit_s=time_limit_s)
+    r = find_opt_strategy(problem, table_limit=kw.get("table_limit", DEFAULT_TABLE_LIMIT), time_limit_s=time_limit_s,
+                          prune_memory=kw.get("prune_memory", True))
     status = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
               else "relaxation-optimal" if r.exact else "bound-only")
     solver = "bucket elimination" if r.exact else "mini-bucket elimination"
@@ -442,7 +444,8 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
             the end, when the limit can bind, with the usage prices of the best multipliers,
             float64[n] as :meth:`MultiplierSearch.weights`). ``exact``: ``num_workers`` (at most 2), ``seed``, ``params``
             (CP-SAT parameter overrides). ``elimination``: ``table_limit`` (entries of the
-            largest factor table built exactly).
+            largest factor table built exactly), ``prune_memory`` (default True: strategies that
+            can never fit are excluded first, as for ``lagrangian``).
 
     Returns:
         A :class:`~engine.records.Bound`; ``value`` is a Python int, ``math.inf`` when the

@@ -49,7 +49,8 @@ class EliminationResult:
     Attributes:
         value: a lower bound on every feasible solution's cost (Python int); the unconstrained
             optimum when ``exact``; ``math.inf`` when every assignment uses a forbidden choice.
-        exact: ``value`` is the unconstrained optimum (no bucket split, no timeout, no capped sum).
+        exact: ``value`` is the unconstrained optimum (no bucket split, no timeout, no capped sum;
+            with ``prune_memory``: the optimum over the strategies left).
         optimal: ``exact`` and ``solution`` fits the usage limit: ``value`` is the optimum.
         solution: the unconstrained optimum's strategy per node (only when ``exact``), else None.
         evaluation: the exact evaluator's verdict on ``solution`` (None without one).
@@ -81,7 +82,7 @@ class EliminationResult:
 
 
 def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TABLE_LIMIT,
-                      time_limit_s: float = math.inf, reduce: bool = True,
+                      time_limit_s: float = math.inf, reduce: bool = True, prune_memory: bool = False,
                       trace: Callable[[list[Factor], int], None] | None = None) -> EliminationResult:
     """Eliminate all nodes of ``problem`` (Algorithm 1 with factor tables); see the module docstring.
 
@@ -89,6 +90,11 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
         problem: the instance (its usage limit only decides ``optimal``).
         table_limit: largest factor table (entries) built exactly, >= 1.
         time_limit_s: after this many seconds the remaining factors are minimised separately.
+        prune_memory: first exclude the strategies that cannot fit the usage limit even with
+            every other live node at its least usage
+            (:func:`problems.intraop.bounds.memory_pruned_unary`). The value is then the optimum
+            over the remaining strategies: still a lower bound on every feasible solution, at
+            least the unconstrained optimum, and the optimum when its strategy fits.
         reduce: first apply the degree <= 2 eliminations of :mod:`problems.intraop.reduce`
             (False: every node goes through the factor elimination, e.g. to trace it).
         trace: passed to :func:`problems.intraop._factors.eliminate` (called after every step
@@ -101,7 +107,11 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
     prep = prepare_bounds(problem)
     net, plan = prep.net, prep.plan
     k, ptr = net.k, net.ptr
-    theta = prep.unary.copy()
+    if prune_memory:
+        from problems.intraop.bounds import memory_pruned_unary  # bounds imports this module lazily
+        theta = memory_pruned_unary(problem)[0]
+    else:
+        theta = prep.unary.copy()
     work = prep.work.copy()
     base = 0
     width = 0
