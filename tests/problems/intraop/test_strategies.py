@@ -186,3 +186,18 @@ def test_cli_generate_and_bad_input(tmp_path):
     tiny = tmp_path / "tiny.toml"
     tiny.write_text(chip.read_text().replace("memory = 1000000000", "memory = 100"))
     fails([str(g), "--nprocs", "4", "--chip", str(tiny)], "memory")
+
+
+def test_edge_costs_through_a_transpose_view():
+    mm1 = gemm_chain()["graph"]["nodes"]["ops"][0]
+    tr = {"name": "t", "op": "Transpose", "kind": "view", "inputs": [T("y", [8, 32])], "outputs": [T("yt", [32, 8])],
+          "attrs": {"perm": [1, 0]}, "flops": 0, "bytes": 0}
+    mm2 = {"name": "mm2", "op": "MatMul", "kind": "gemm", "inputs": [T("yt", [32, 8]), T("w2", [8, 4], True)],
+           "outputs": [T("z", [32, 4])], "attrs": {}, "flops": 2 * 32 * 8 * 4, "bytes": (256 + 32 + 128) * 4}
+    doc = generate(graph([mm1, tr, mm2], [[0, 1], [1, 2]]), "g.json", 4, CHIP)
+    assert doc["meta"]["ops"] == ["mm1", "mm2"] and doc["meta"]["view_ops"] == 1
+    _, edge = _tables(doc)
+    # y split by rows (m of mm1) is yt split by columns: mm2's k
+    assert edge["split m by 4", "split k by 4"] == 0
+    assert edge["split m by 4", "split m by 4"] == 19  # 256 - 1024/16 = 192 B over 1e10 B/s
+    assert edge["split n by 4", "split m by 4"] == 0
