@@ -308,16 +308,20 @@ def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: floa
     import math
     import time
 
+    from engine.records import relative_gap
     from problems.intraop.elimination import find_opt_strategy
 
     r = find_opt_strategy(problem, table_limit=max_table, time_limit_s=time_limit, prune_memory=True)
     lb = None if r.value == math.inf else r.value
+    feasible = r.evaluation is not None and r.evaluation.feasible
+    cost = r.evaluation.cost if feasible else None
     why = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
-           else "unconstrained optimum exceeds the usage limit" if r.exact else "table cap or time limit: bound only")
-    return {"problem": "intraop", "instance": problem.name, "method": "elimination",
-            "cost": r.evaluation.cost if r.optimal else None, "feasible": r.optimal,
-            "solution": r.solution if r.optimal else None, "lower_bound": lb, "gap": 0.0 if r.optimal else None,
-            "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": why, "elimination": r.detail()}
+           else "unconstrained optimum exceeds the usage limit" if r.exact
+           else "table cap: decoded solution, certified gap" if feasible else "table cap or time limit: bound only")
+    return {"problem": "intraop", "instance": problem.name, "method": "elimination", "cost": cost,
+            "feasible": feasible, "solution": r.solution if feasible else None, "lower_bound": lb,
+            "gap": relative_gap(cost, lb), "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": why,
+            "elimination": r.detail()}
 
 
 @intraop.command("generate")

@@ -41,14 +41,14 @@ def generated(labels: Path | None) -> None:
     chip = load_chip("a100-sxm-80gb")
     graphs = [transformer(1), transformer(4), resnet_blocks(2), resnet_blocks(6), dense_block(4), dense_block(6)]
     print("graph | mode | p | nodes | edges | configs (dropped) | elim s | width | max table | elim cost "
-          "| optimal | search cost (same time) | search s")
+          "| bound | exact | optimal | search cost (same time) | search s")
     for g in graphs:
         for training in (False, True):
             for p in (4, 8, 16):
                 doc = generate(g, "graph", p, chip, training=training)
                 prob = problem_from_dict(doc, "graph")
                 r = find_opt_strategy(prob)
-                cost = evaluate(prob, r.solution).cost if r.solution is not None else f"bound {r.value}"
+                cost = evaluate(prob, r.solution).cost if r.solution is not None else None
                 t0 = time.perf_counter()
                 s = solve(prob, time_limit_s=max(r.elapsed_s, 0.05), seed=0, workers=1)
                 ts = time.perf_counter() - t0
@@ -56,7 +56,7 @@ def generated(labels: Path | None) -> None:
                 mode = "train" if training else "infer"
                 print(f"{g['graph']['name']} | {mode} | {p} | {prob.n} | {prob.m} | {int(prob.node_ptr[-1])} "
                       f"({doc['meta']['dropped_total']}) | {r.elapsed_s:.3f} | {r.width} | {r.max_table} | {cost} "
-                      f"| {r.optimal} | {scost} | {ts:.2f}", flush=True)
+                      f"| {r.value} | {r.exact} | {r.optimal} | {scost} | {ts:.2f}", flush=True)
                 if labels is not None and r.solution is not None:
                     labels.mkdir(parents=True, exist_ok=True)
                     f = labels / f"{g['graph']['name']}-{mode}-p{p}.txt"

@@ -65,6 +65,8 @@ class FactorElimination:
         timed_out: the deadline stopped the elimination (remaining factors minimised separately).
         argmins: per eliminated node (while exact), ``(scope, table)`` giving its best strategy
             for each assignment of the other nodes of its bucket.
+        buckets: per eliminated node, the factors of its bucket (with ``keep_buckets``, after a
+            split, while their entries stay within the budget), for :meth:`decode`.
     """
 
     value: int
@@ -75,6 +77,25 @@ class FactorElimination:
     split_buckets: int = 0
     timed_out: bool = False
     argmins: dict[int, tuple[Scope, NDArray[np.intp]]] = field(default_factory=dict)
+    buckets: dict[int, list[Factor]] | None = None
+
+    def decode(self, sol: NDArray[np.int64]) -> bool:
+        """Greedy mini-bucket decoding after a split bucket: in reverse order, each node takes the
+        strategy minimising the sum of the factors of its bucket given the nodes set so far.
+
+        A heuristic assignment, never claimed optimal. Returns False (``sol`` untouched)
+        when the buckets were not kept or the elimination timed out.
+        """
+        if self.buckets is None or self.timed_out:
+            return False
+        for v in reversed(self.order):
+            total: NDArray[np.int64] | None = None
+            for scope, arr in self.buckets[v]:
+                vec = arr[tuple(slice(None) if x == v else int(sol[x]) for x in scope)]
+                total = vec if total is None else sat(total, vec)
+            assert total is not None
+            sol[v] = int(np.argmin(total))
+        return True
 
     def back_substitute(self, sol: NDArray[np.int64]) -> None:
         """Set ``sol[v]`` for every eliminated node, in reverse order (only when ``exact``)."""
@@ -116,8 +137,8 @@ def _split(bucket: list[Factor], k: NDArray[np.int64], limit: int) -> list[list[
 
 
 def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[int] | None = None,
-              table_limit: int | None = None, keep_argmin: bool = False, deadline: float = math.inf,
-              trace: Callable[[list[Factor], int], None] | None = None) -> FactorElimination:
+              table_limit: int | None = None, keep_argmin: bool = False, keep_buckets: int = 0,
+              deadline: float = math.inf, trace: Callable[[list[Factor], int], None] | None = None) -> FactorElimination:
     """Eliminate every node of ``factors`` and return the (bound on the) minimum of their sum.
 
     Args:
@@ -127,6 +148,8 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
         table_limit: largest bucket table (entries) built exactly; beyond it the bucket is
             split into mini-buckets (the result is then a lower bound). None: no limit.
         keep_argmin: keep the per-node argmin tables for :meth:`FactorElimination.back_substitute`.
+        keep_buckets: keep every bucket's factors for :meth:`FactorElimination.decode` while
+            they hold at most this many entries in all (0: never).
         deadline: ``time.perf_counter()`` value after which the remaining factors are
             minimised separately (a lower bound).
         trace: called after every elimination step with the current factors and the
@@ -171,6 +194,8 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
     for s, arr in factors:
         add(tuple(s), np.asarray(arr, dtype=np.int64))
     res = FactorElimination(value=0, exact=True, order=[])
+    kept: dict[int, list[Factor]] | None = {} if keep_buckets > 0 else None
+    kept_entries = 0
 
     def key(v: int) -> tuple[int, float, int]:
         return len(nbr[v]), round(logsz.get(v, 0.0), 6), v
@@ -201,6 +226,12 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
             for x in s:
                 if x != v:
                     var_f[x].discard(s)
+        if kept is not None:
+            kept_entries += sum(a.size for _, a in bucket)
+            if kept_entries > keep_buckets:
+                kept = None  # over budget: no decoding
+            else:
+                kept[v] = bucket
         full = {x for s, _ in bucket for x in s}
         res.width = max(res.width, len(full) - 1)
         res.order.append(v)
@@ -228,6 +259,7 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
     res.value = const
     if not res.exact:
         res.argmins.clear()
+        res.buckets = kept
     return res
 
 

@@ -40,6 +40,9 @@ from problems.intraop.model import IntraopProblem
 CAP, EXCL = BK.CAP, BK.EXCL
 #: Default cap on one factor table (entries, int64): 2^24 entries = 128 MiB, plus its argmin table.
 DEFAULT_TABLE_LIMIT = 1 << 24
+#: After a split bucket, the buckets' factors are kept for a decoded solution while they hold
+#: at most this many entries in all (int64: 256 MiB).
+DECODE_ENTRIES = 1 << 25
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,10 @@ class EliminationResult:
             optimum when ``exact``; ``math.inf`` when every assignment uses a forbidden choice.
         exact: ``value`` is the unconstrained optimum (no bucket split, no timeout, no capped sum;
             with ``prune_memory``: the optimum over the strategies left).
-        optimal: ``exact`` and ``solution`` fits the usage limit: ``value`` is the optimum.
-        solution: the unconstrained optimum's strategy per node (only when ``exact``), else None.
+        optimal: ``solution`` fits the usage limit and costs ``value``: it is a proven optimum.
+        solution: when ``exact``, the unconstrained optimum's strategy per node; after a split
+            bucket, a strategy decoded greedily from the mini-buckets (a heuristic, optimal only
+            if ``optimal``); None after a timeout, or when the buckets were too large to keep.
         evaluation: the exact evaluator's verdict on ``solution`` (None without one).
         width: induced width met (largest number of other nodes in one bucket; the degree
             <= 2 eliminations count as width <= 2).
@@ -127,7 +132,7 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
     else:
         nodes, graph = np.arange(problem.n), net
     fe = eliminate(network_factors(nodes, theta, work, graph, k, ptr), k, table_limit=table_limit,
-                   keep_argmin=True, deadline=t0 + time_limit_s, trace=trace)
+                   keep_argmin=True, keep_buckets=DECODE_ENTRIES, deadline=t0 + time_limit_s, trace=trace)
     width = max(width, fe.width)
     common = dict(width=width, max_table=fe.max_table, core_nodes=len(nodes), split_buckets=fe.split_buckets,
                   timed_out=fe.timed_out)
@@ -136,14 +141,20 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
         return EliminationResult(math.inf, fe.exact, False, None, None, elapsed_s=time.perf_counter() - t0, **common)
     value = base + fe.value
     exact = fe.exact and value < CAP  # below CAP no partial sum was capped (all entries >= 0)
-    if not exact:
-        return EliminationResult(value, False, False, None, None, elapsed_s=time.perf_counter() - t0, **common)
     sol = np.zeros(problem.n, dtype=np.int64)
-    fe.back_substitute(sol)
+    if exact:
+        fe.back_substitute(sol)
+    elif not fe.decode(sol):
+        return EliminationResult(value, False, False, None, None, elapsed_s=time.perf_counter() - t0, **common)
     if reduce:
         BK.reconstruct_int(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.tab_x,
                            plan.tab_off, k, ptr, theta, work, sol)
     ev = evaluate(problem, sol)
+    if not exact:
+        # a decoded heuristic: optimal only when it fits and its cost meets the bound
+        optimal = ev.feasible and ev.cost == value
+        return EliminationResult(value, False, optimal, sol.tolist(), ev, elapsed_s=time.perf_counter() - t0,
+                                 **common)
     if ev.cost != value:
         raise AssertionError(f"elimination value {value} != evaluated cost {ev.cost}; please file a bug")
     return EliminationResult(value, True, ev.feasible, sol.tolist(), ev, elapsed_s=time.perf_counter() - t0,
