@@ -489,9 +489,13 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
         for j, t in enumerate(op.inputs):
             chain: list[Op] = []
             src = producer.get(t.name)
+            # layouts are known for an op's first output only; any other output is charged whole
+            first = src is not None and src.outputs[0].name == t.name
             while src is not None and src.index in views and src.inputs:
                 chain.append(src)
-                src = producer.get(src.inputs[0].name)
+                name = src.inputs[0].name
+                src = producer.get(name)
+                first = first and src is not None and src.outputs[0].name == name
             if src is None or src.index in views or src.index == op.index:
                 continue
             u = step[src.index]
@@ -504,7 +508,9 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
                 for view in reversed(chain):
                     a = view_layout(a, shape, view.outputs[0].shape, view)
                     shape = view.outputs[0].shape
-                if a is not None and len(a) != len(t.shape):
+                if all(x == 1 for x in cu):
+                    a = (1,) * len(t.shape)  # computed whole on every processor: nothing to move
+                elif not first or (a is not None and len(a) != len(t.shape)):
                     a = None
                 for b_i, cv in enumerate(configs[v]):
                     b = _layout(cv, dv.in_maps[j])

@@ -201,3 +201,13 @@ def test_edge_costs_through_a_transpose_view():
     assert edge["split m by 4", "split k by 4"] == 0
     assert edge["split m by 4", "split m by 4"] == 19  # 256 - 1024/16 = 192 B over 1e10 B/s
     assert edge["split n by 4", "split m by 4"] == 0
+
+
+def test_second_output_is_charged_whole_unless_replicated():
+    drop = {"name": "drop", "op": "Dropout", "kind": "elementwise", "inputs": [T("x", [8, 32])],
+            "outputs": [T("y", [8, 32]), T("mask", [8, 32])], "attrs": {}, "flops": 256, "bytes": 3 * 1024}
+    use = {"name": "use", "op": "Neg", "kind": "elementwise", "inputs": [T("mask", [8, 32])],
+           "outputs": [T("z", [8, 32])], "attrs": {}, "flops": 256, "bytes": 2 * 1024}
+    _, edge = _tables(generate(graph([drop, use], [[0, 1]]), "g.json", 4, CHIP))
+    assert edge["split d0 by 4", "split d0 by 4"] == 26  # its layout is not tracked: the whole 256 B block
+    assert edge["replicated", "split d0 by 4"] == 0
