@@ -1,6 +1,6 @@
 """FindOptStrategy on generated and on contest instances. Not a test.
 
-Part 1 (``--generated``): the hand-built graphs of ``benchmarks/op_graphs.py`` are turned
+Part 1 (``--generated``, or ``--graph FILE`` for imported graphs): the hand-built graphs of ``benchmarks/op_graphs.py`` are turned
 into instances at p in {4, 8, 16} (A100 profile, inference and training), solved by
 elimination, and the penalty search (``intraop solve --in-process``, one worker) gets the
 same wall time; both costs come from the exact evaluator. With ``--labels DIR`` the
@@ -12,6 +12,7 @@ mini-bucket bound of elimination against the Lagrangian bound, both with ``--tim
 Usage::
 
     python benchmarks/intraop_elimination.py --generated [--labels DIR]
+    python benchmarks/intraop_elimination.py --graph bert.json.gz --graph gpt2.json.gz [--labels DIR]
     python benchmarks/intraop_elimination.py --contest /work/shared/data/iopddl --time-limit 30 \\
         [--instances A,C] [--max-table 1048576]
 """
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from op_graphs import dense_block, resnet_blocks, transformer  # noqa: E402
 
+from engine.persist import read_json_file  # noqa: E402
 from problems.chip import load_chip  # noqa: E402
 from problems.intraop.bounds import lower_bound  # noqa: E402
 from problems.intraop.elimination import find_opt_strategy  # noqa: E402
@@ -37,9 +39,10 @@ from problems.intraop.runner import solve  # noqa: E402
 from problems.intraop.strategies import describe_solution, generate  # noqa: E402
 
 
-def generated(labels: Path | None) -> None:
+def generated(labels: Path | None, files: list[Path]) -> None:
     chip = load_chip("a100-sxm-80gb")
-    graphs = [transformer(1), transformer(4), resnet_blocks(2), resnet_blocks(6), dense_block(4), dense_block(6)]
+    graphs = [read_json_file(f) for f in files] or [transformer(1), transformer(4), resnet_blocks(2),
+                                                    resnet_blocks(6), dense_block(4), dense_block(6)]
     print("graph | mode | p | nodes | edges | configs (dropped) | elim s | width | max table | elim cost "
           "| bound | exact | optimal | search cost (same time) | search s")
     for g in graphs:
@@ -81,13 +84,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--generated", action="store_true")
     ap.add_argument("--labels", type=Path, default=None)
+    ap.add_argument("--graph", type=Path, action="append", default=[],
+                    help="an imported graph with op metadata (repeatable); replaces the built-in graphs")
     ap.add_argument("--contest", type=Path, default=None)
     ap.add_argument("--instances", default=None, help="comma-separated letters, e.g. A,C")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--max-table", type=int, default=1 << 20)
     a = ap.parse_args()
-    if a.generated:
-        generated(a.labels)
+    if a.generated or a.graph:
+        generated(a.labels, a.graph)
     if a.contest is not None:
         contest(a.contest, a.instances.split(",") if a.instances else None, a.time_limit, a.max_table)
 

@@ -31,8 +31,8 @@ Costs (seconds, then integer nanoseconds rounded to the nearest, per table entry
   step to its last consumer's (inclusive), or over all steps when it holds parameters
   (a conservative over-count of its activation). The usage limit is the profile's memory.
 
-View ops (reshape, transpose, ...: kind ``view``) are free and pass layouts through;
-they get no node. Ops of kind ``embedding``, ``other``, ``unknown`` (and ops whose
+View ops (reshape, transpose, ...: kind ``view``, and transposes/permutes of kind
+``other`` or ``unknown``) are free and pass layouts through; they get no node. Ops of kind ``embedding``, ``other``, ``unknown`` (and ops whose
 shapes do not fit their kind) get one configuration: computed whole, replicated.
 """
 
@@ -409,7 +409,10 @@ def read_ops(doc: Any, path: str | Path) -> tuple[str, list[Op | None], list[tup
         attrs = o.get("attrs") or {}
         if not isinstance(attrs, dict):
             raise InputError(f"{path}: {where}.attrs: expected an object")
-        out.append(Op(i, str(o.get("name") or f"node{i}"), str(o.get("op", "")), kind,
+        opname = str(o.get("op", ""))
+        if kind in ("other", "unknown") and ("transpose" in opname.lower() or "permute" in opname.lower()):
+            kind = "view"  # a transpose only renames dimensions: its layout is carried through
+        out.append(Op(i, str(o.get("name") or f"node{i}"), opname, kind,
                       tuple(_tensor(path, f"{where}.inputs[{j}]", t, True) for j, t in enumerate(ins)),
                       tuple(_tensor(path, f"{where}.outputs[{j}]", t, False) for j, t in enumerate(outs)),
                       attrs, float(flops), float(nbytes)))

@@ -194,8 +194,10 @@ def test_edge_costs_through_a_transpose_view():
           "attrs": {"perm": [1, 0]}, "flops": 0, "bytes": 0}
     mm2 = {"name": "mm2", "op": "MatMul", "kind": "gemm", "inputs": [T("yt", [32, 8]), T("w2", [8, 4], True)],
            "outputs": [T("z", [32, 4])], "attrs": {}, "flops": 2 * 32 * 8 * 4, "bytes": (256 + 32 + 128) * 4}
-    doc = generate(graph([mm1, tr, mm2], [[0, 1], [1, 2]]), "g.json", 4, CHIP)
-    assert doc["meta"]["ops"] == ["mm1", "mm2"] and doc["meta"]["view_ops"] == 1
+    for kind in ("view", "other"):  # a transpose labelled "other" is a view too
+        tr["kind"] = kind
+        doc = generate(graph([mm1, tr, mm2], [[0, 1], [1, 2]]), "g.json", 4, CHIP)
+        assert doc["meta"]["ops"] == ["mm1", "mm2"] and doc["meta"]["view_ops"] == 1
     _, edge = _tables(doc)
     # y split by rows (m of mm1) is yt split by columns: mm2's k
     assert edge["split m by 4", "split k by 4"] == 0
