@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
 from problems.intraop import _bound_kernels as BK
 from problems.intraop._dual import prepare_bounds
