@@ -213,3 +213,13 @@ def test_second_output_is_charged_whole_unless_replicated():
     _, edge = _tables(generate(graph([drop, use], [[0, 1]]), "g.json", 4, CHIP))
     assert edge["split d0 by 4", "split d0 by 4"] == 26  # its layout is not tracked: the whole 256 B block
     assert edge["replicated", "split d0 by 4"] == 0
+
+
+def test_nodes_without_metadata_are_left_out():
+    g = gemm_chain()
+    ops = g["graph"]["nodes"]["ops"]
+    g["graph"]["nodes"]["ops"] = [ops[0], None, ops[1]]
+    g["graph"]["edges"] = [[0, 2]]
+    doc = generate(g, "g.json", 4, CHIP)
+    assert doc["meta"]["ops"] == ["mm1", "mm2"] and doc["meta"]["ops_without_metadata"] == 1
+    assert _tables(doc)[1] == _tables(generate(gemm_chain(), "g.json", 4, CHIP))[1]
