@@ -1,8 +1,8 @@
 """FindOptStrategy on generated and on contest instances. Not a test.
 
-Part 1 (``--generated``, or ``--graph FILE`` for imported graphs): the hand-built graphs of ``benchmarks/op_graphs.py`` are turned
-into instances at p in {4, 8, 16} (A100 profile, inference and training), solved by
-elimination, and the penalty search (``intraop solve --in-process``, one worker) gets the
+Part 1 (``--generated``, or ``--graph FILE`` for imported graphs): the hand-built graphs
+of ``benchmarks/op_graphs.py`` (or the given ones) are turned into instances at p in
+{4, 8, 16} (A100 profile, inference and training), solved by elimination, and the penalty search (``intraop solve --in-process``, one worker) gets the
 same wall time; both costs come from the exact evaluator. With ``--labels DIR`` the
 chosen configuration per op is written there, one file per instance.
 

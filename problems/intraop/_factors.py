@@ -138,7 +138,8 @@ def _split(bucket: list[Factor], k: NDArray[np.int64], limit: int) -> list[list[
 
 def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[int] | None = None,
               table_limit: int | None = None, keep_argmin: bool = False, keep_buckets: int = 0,
-              deadline: float = math.inf, trace: Callable[[list[Factor], int], None] | None = None) -> FactorElimination:
+              deadline: float = math.inf,
+              trace: Callable[[list[Factor], int], None] | None = None) -> FactorElimination:
     """Eliminate every node of ``factors`` and return the (bound on the) minimum of their sum.
 
     Args:

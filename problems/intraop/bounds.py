@@ -413,7 +413,7 @@ def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_worke
 def _elimination(problem: IntraopProblem, time_limit_s: float, t0: float, **kw: Any) -> Bound:
     from problems.intraop.elimination import DEFAULT_TABLE_LIMIT, find_opt_strategy
     r = find_opt_strategy(problem, table_limit=kw.get("table_limit", DEFAULT_TABLE_LIMIT), time_limit_s=time_limit_s,
-                          prune_memory=kw.get("prune_memory", True))
+                          prune_memory=kw.get("prune_memory", True), decode=False)
     status = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
               else "relaxation-optimal" if r.exact else "bound-only")
     solver = "bucket elimination" if r.exact else "mini-bucket elimination"

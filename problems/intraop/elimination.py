@@ -87,6 +87,7 @@ class EliminationResult:
 
 def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TABLE_LIMIT,
                       time_limit_s: float = math.inf, reduce: bool = True, prune_memory: bool = False,
+                      decode: bool = True,
                       trace: Callable[[list[Factor], int], None] | None = None) -> EliminationResult:
     """Eliminate all nodes of ``problem`` (Algorithm 1 with factor tables); see the module docstring.
 
@@ -99,6 +100,8 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
             (:func:`problems.intraop.bounds.memory_pruned_unary`). The value is then the optimum
             over the remaining strategies: still a lower bound on every feasible solution, at
             least the unconstrained optimum, and the optimum when its strategy fits.
+        decode: after a split bucket, keep the buckets (up to :data:`DECODE_ENTRIES` entries)
+            and decode a strategy from them (False: the bound only, less memory).
         reduce: first apply the degree <= 2 eliminations of :mod:`problems.intraop.reduce`
             (False: every node goes through the factor elimination, e.g. to trace it).
         trace: passed to :func:`problems.intraop._factors.eliminate` (called after every step
@@ -131,7 +134,8 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
     else:
         nodes, graph = np.arange(problem.n), net
     fe = eliminate(network_factors(nodes, theta, work, graph, k, ptr), k, table_limit=table_limit,
-                   keep_argmin=True, keep_buckets=DECODE_ENTRIES, deadline=t0 + time_limit_s, trace=trace)
+                   keep_argmin=True, keep_buckets=DECODE_ENTRIES if decode else 0, deadline=t0 + time_limit_s,
+                   trace=trace)
     width = max(width, fe.width)
     common = dict(width=width, max_table=fe.max_table, core_nodes=len(nodes), split_buckets=fe.split_buckets,
                   timed_out=fe.timed_out)

@@ -25,15 +25,17 @@ Costs (seconds, then integer nanoseconds rounded to the nearest, per table entry
   of ``S`` bytes produced in layout ``a`` and needed in layout ``b``: each processor
   receives its needed block less the part of it it already holds (0: none; ``a``
   finer everywhere: all-gather; else all-to-all). If ``a`` cannot be carried through
-  the view ops between them, the whole needed block is received (unless ``a`` is replicated).
+  the view ops between them (or it is not the producer's first output), the whole needed
+  block is received (unless the producer runs replicated).
 * usage (bytes per processor) = parameter blocks (twice in training: gradients) + the
   output block. Time steps are the ops in node order; an op's interval runs from its
   step to its last consumer's (inclusive), or over all steps when it holds parameters
   (a conservative over-count of its activation). The usage limit is the profile's memory.
 
 View ops (reshape, transpose, ...: kind ``view``, and transposes/permutes of kind
-``other`` or ``unknown``) are free and pass layouts through; they get no node. Ops of kind ``embedding``, ``other``, ``unknown`` (and ops whose
-shapes do not fit their kind) get one configuration: computed whole, replicated.
+``other`` or ``unknown``) are free and pass layouts through; they get no node. Ops of
+kind ``embedding``, ``other``, ``unknown`` (and ops whose shapes do not fit their kind)
+get one configuration: computed whole, replicated.
 """
 
 from __future__ import annotations
@@ -309,7 +311,8 @@ def redistribution_bytes(nbytes: int, a: tuple[int, ...] | None, b: tuple[int, .
     return need - have
 
 
-def view_layout(a: tuple[int, ...] | None, src: tuple[int, ...], dst: tuple[int, ...], view: Op) -> tuple[int, ...] | None:
+def view_layout(a: tuple[int, ...] | None, src: tuple[int, ...], dst: tuple[int, ...],
+                view: Op) -> tuple[int, ...] | None:
     """Carry layout ``a`` of a ``src``-shaped tensor through a view op to its ``dst``-shaped output.
 
     Transposes permute it (``perm`` / ``dims`` attribute, or ``dim0``/``dim1``); reshapes keep a
