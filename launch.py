@@ -248,16 +248,23 @@ def intraop() -> None:
 @_run_options
 @click.option("--format", "fmt", type=click.Choice(["json", "contest"]), default="json", show_default=True,
               help="stdout: the result document, or the contest's single line [s0, s1, ...].")
+@click.option("--method", type=click.Choice(["search", "elimination"]), default="search", show_default=True,
+              help="search: penalty search with bounds; elimination: FindOptStrategy in this process.")
+@click.option("--max-table", type=int, default=1 << 24, show_default=True,
+              help="elimination: largest factor table (entries) built exactly.")
 @_user_errors
 def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int, out: str | None,
                   run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                  cpus_per_worker: float, in_process: bool, quiet: bool, fmt: str) -> None:
+                  cpus_per_worker: float, in_process: bool, quiet: bool, fmt: str, method: str,
+                  max_table: int) -> None:
     """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit.
 
     Runs on Ray (started locally unless --address is given): penalty-search workers and
     lower-bound workers report to one coordinator, which stops at --target-gap, on a
     proven optimum or at the time limit. --in-process runs the searches in threads
-    (--workers of them, default one per CPU) without bounds.
+    (--workers of them, default one per CPU) without bounds. --method elimination
+    eliminates vertices exactly (no usage limit) and reports the optimum only if it
+    fits the limit, else only a lower bound (exit 1).
     """
     import time
 
@@ -265,8 +272,12 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
 
     t0 = time.perf_counter()
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if max_table < 1:
+        raise InputError(f"--max-table: must be >= 1, got {max_table}")
     problem = load_problem(instance)  # fail fast on bad input, before starting Ray
-    if in_process:
+    if method == "elimination":
+        doc = _intraop_eliminate(problem, time_limit, max_table, t0)
+    elif in_process:
         from problems.intraop.runner import solve
 
         def save(inc: Any) -> None:
@@ -290,6 +301,51 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     if not doc["feasible"]:
         click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)
         sys.exit(1)
+
+
+def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: float) -> dict[str, Any]:
+    """The result document of FindOptStrategy; the solution only when it is the proven optimum."""
+    import math
+    import time
+
+    from engine.records import relative_gap
+    from problems.intraop.elimination import find_opt_strategy
+
+    r = find_opt_strategy(problem, table_limit=max_table, time_limit_s=time_limit, prune_memory=True)
+    lb = None if r.value == math.inf else r.value
+    feasible = r.evaluation is not None and r.evaluation.feasible
+    cost = r.evaluation.cost if feasible else None
+    why = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
+           else "unconstrained optimum exceeds the usage limit" if r.exact
+           else "table cap: decoded solution, certified gap" if feasible else "table cap or time limit: bound only")
+    return {"problem": "intraop", "instance": problem.name, "method": "elimination", "cost": cost,
+            "feasible": feasible, "solution": r.solution if feasible else None, "lower_bound": lb,
+            "gap": relative_gap(cost, lb), "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": why,
+            "elimination": r.detail()}
+
+
+@intraop.command("generate")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.option("--nprocs", type=int, required=True, help="Processors p to shard every op over.")
+@click.option("--mesh", default=None, help="Device mesh shape, e.g. 2x4 (product = --nprocs).")
+@click.option("--chip", "chip_spec", required=True, help="Chip profile: a shipped name or a TOML/JSON file.")
+@click.option("--training", is_flag=True, help="Backward pass and gradient all-reduce in t_V, gradients in memory.")
+@click.option("--max-configs", type=int, default=32, show_default=True, help="Configurations kept per op.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="The contest-format instance.")
+@_user_errors
+def intraop_generate(graph: str, nprocs: int, mesh: str | None, chip_spec: str, training: bool, max_configs: int,
+                     out: str) -> None:
+    """Write a contest-format sharding instance for GRAPH (a pipeline graph with op metadata)."""
+    from problems.chip import load_chip
+    from problems.intraop.strategies import generate_file, parse_mesh
+
+    shape = parse_mesh(mesh, nprocs)
+    doc = generate_file(graph, nprocs, load_chip(chip_spec), mesh=shape, training=training, max_configs=max_configs)
+    _write_json(out, doc)
+    m = doc["meta"]
+    click.echo(json.dumps({"instance": out, "nodes": len(m["ops"]), "edges": len(doc["problem"]["edges"]["nodes"]),
+                           "configurations": sum(len(c) for c in m["configs"]), "dropped": m["dropped_total"],
+                           "view_ops": m["view_ops"]}))
 
 
 @intraop.command("evaluate")
@@ -317,12 +373,14 @@ def intraop_evaluate(instance: str, solution: str) -> None:
 
 @intraop.command("bound")
 @click.argument("instance", type=click.Path(dir_okay=False))
-@click.option("--method", type=click.Choice(["trivial", "unconstrained", "lagrangian", "exact"]),
+@click.option("--method", type=click.Choice(["trivial", "unconstrained", "lagrangian", "exact", "elimination"]),
               default="lagrangian", show_default=True)
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds for the bound itself.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the Bound record here.")
+@click.option("--max-table", type=int, default=1 << 24, show_default=True,
+              help="elimination: largest factor table (entries) built exactly; beyond it, mini-buckets.")
 @_user_errors
-def intraop_bound(instance: str, method: str, time_limit: float, out: str | None) -> None:
+def intraop_bound(instance: str, method: str, time_limit: float, out: str | None, max_table: int) -> None:
     """Print a certified lower bound on INSTANCE's optimum as one JSON line (a Bound record)."""
     from problems.intraop.bounds import lower_bound
     from problems.intraop.io import load_problem
@@ -331,8 +389,11 @@ def intraop_bound(instance: str, method: str, time_limit: float, out: str | None
         raise InputError(f"--time-limit: must be > 0, got {time_limit}")
     problem = load_problem(instance)
     # value null: nothing proven, or (status "infeasible") no feasible solution exists
+    if max_table < 1:
+        raise InputError(f"--max-table: must be >= 1, got {max_table}")
+    kw = {"table_limit": max_table} if method == "elimination" else {}
     doc = {"problem": "intraop", "instance": problem.name,
-           **lower_bound(problem, method, time_limit).to_dict()}
+           **lower_bound(problem, method, time_limit, **kw).to_dict()}
     _write_json(out, doc)
     click.echo(json.dumps(doc))
 
