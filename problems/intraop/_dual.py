@@ -121,11 +121,11 @@ def exact_core_min(order: list[int], theta: NDArray[np.int64], work: NDArray[np.
     """Exact minimum of the core network by variable elimination in ``order`` (all core nodes).
 
     Returns:
-        The minimum (an int, capped at CAP: a capped value is still a valid lower bound),
-        None if every assignment uses an excluded entry.
+        The minimum (a Python int, of any size: a sum of capped tables), None if every
+        assignment uses an excluded entry.
     """
-    value = eliminate(network_factors(order, theta, work, plan, net.k, net.ptr), net.k, order=order).value
-    return None if value >= EXCL else value  # EXCL is only ever the marker: finite sums are capped at CAP
+    fe = eliminate(network_factors(order, theta, work, plan, net.k, net.ptr), net.k, order=order)
+    return None if fe.excluded else fe.value
 
 
 class CoreDual:

@@ -55,8 +55,11 @@ class FactorElimination:
     """Outcome of :func:`eliminate`.
 
     Attributes:
-        value: saturated sum of the constants, an int in ``[0, EXCL]`` (EXCL: every assignment is
-            excluded); the exact minimum when ``exact``, else a lower bound on it.
+        value: sum of the constants, an exact Python int of any size (each constant is one
+            table entry, capped at CAP); the exact minimum when ``exact``, else a lower bound on
+            it. Meaningless when ``excluded``.
+        excluded: every assignment uses an excluded (EXCL) entry. A flag, not a value, so that
+            no finite sum is ever mistaken for the marker.
         exact: no bucket was split and the deadline did not stop the elimination.
         order: nodes in the order they were eliminated.
         width: induced width met: the largest number of other nodes in one bucket (split or not).
@@ -72,6 +75,7 @@ class FactorElimination:
     value: int
     exact: bool
     order: list[int]
+    excluded: bool = False
     width: int = 0
     max_table: int = 0
     split_buckets: int = 0
@@ -154,10 +158,11 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
         deadline: ``time.perf_counter()`` value after which the remaining factors are
             minimised separately (a lower bound).
         trace: called after every elimination step with the current factors and the
-            saturated sum of the constants so far (for checking Theorem 1's invariant).
+            sum of the constants so far (EXCL once excluded) (for checking Theorem 1's invariant).
     """
     tab: dict[Scope, NDArray[np.int64]] = {}
     const = 0
+    excluded = False
     var_f: dict[int, set[Scope]] = {}
     # per node: how many factors it shares with each other node, and the log of its bucket's
     # size without itself; kept up to date so a min-degree choice never rescans a bucket
@@ -180,10 +185,13 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
                         logsz[x] -= logk[y]
 
     def add(scope: Scope, arr: NDArray[np.int64]) -> None:
-        nonlocal const
+        nonlocal const, excluded
         if not scope:
-            total = const + int(arr.reshape(-1)[0])
-            const = EXCL if total >= EXCL else min(total, CAP)
+            c = int(arr.reshape(-1)[0])
+            if c >= EXCL:
+                excluded = True
+            else:
+                const += c
             return
         old = tab.get(scope)
         tab[scope] = arr if old is None else sat(old, arr)
@@ -254,10 +262,10 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
                 if x != v and x in var_f:
                     heapq.heappush(heap, key(x))
         if trace is not None:
-            trace([(s, a) for s, a in tab.items()], const)
+            trace([(s, a) for s, a in tab.items()], EXCL if excluded else const)
     for s, arr in list(tab.items()):  # left by a timeout: each minimised on its own
         add((), np.asarray(arr.min()))
-    res.value = const
+    res.value, res.excluded = const, excluded
     if not res.exact:
         res.argmins.clear()
         res.buckets = kept

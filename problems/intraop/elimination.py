@@ -139,7 +139,7 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
     width = max(width, fe.width)
     common = dict(width=width, max_table=fe.max_table, core_nodes=len(nodes), split_buckets=fe.split_buckets,
                   timed_out=fe.timed_out)
-    if base >= EXCL or fe.value >= EXCL:
+    if base >= EXCL or fe.excluded:
         # every assignment (of the relaxation, if split) uses an excluded choice: none is admissible
         return EliminationResult(math.inf, fe.exact, False, None, None, elapsed_s=time.perf_counter() - t0, **common)
     value = base + fe.value
