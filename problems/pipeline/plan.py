@@ -1,7 +1,7 @@
 """What a partition means to a user: per-stage ops, module paths and cost terms; contiguous plans.
 
 * :func:`stage_plan`: for each stage, its ops by name, the module paths it holds whole, the
-  modules it shares with other stages, and its cost split into compute, communication and
+  modules a stage boundary cuts, and its cost split into compute, communication and
   overflow. The split is read off the exact evaluator's own terms, so the three parts add up
   to the stage cost the evaluator reports.
 * :func:`solve_contiguous`: the best partition whose stages are contiguous runs of one given
@@ -57,48 +57,56 @@ def _prefixes(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def module_summary(modules: Sequence[str | None], blocks: np.ndarray, nblocks: int
-                   ) -> tuple[list[list[str]], list[list[str]]]:
-    """Per stage: the module paths it holds whole (collapsed to the outermost such path),
-    and the modules some of whose ops lie in another stage (a boundary inside a module).
+def module_summary(modules: Sequence[str | None], blocks: np.ndarray, nblocks: int,
+                   order: Sequence[int] | None = None) -> tuple[list[list[str]], list[list[str]]]:
+    """Per stage: the module paths it holds whole, collapsed to the outermost such path, and
+    the modules a stage boundary passes through (ops both in this stage and in another),
+    the innermost such paths only. Both lists follow the first appearance of their ops in
+    ``order`` (default: node order).
 
     ``modules[i]``: module path of node i (dot-separated) or None.
     """
     total: Counter[str] = Counter()
     per: list[Counter[str]] = [Counter() for _ in range(nblocks)]
-    for i, m in enumerate(modules):
+    first: list[dict[str, int]] = [{} for _ in range(nblocks)]
+    for t, i in enumerate(range(len(modules)) if order is None else order):
+        m = modules[int(i)]
         if not m:
             continue
+        s = int(blocks[int(i)])
         for p in _prefixes(m):
             total[p] += 1
-            per[int(blocks[i])][p] += 1
+            per[s][p] += 1
+            first[s].setdefault(p, t)
     whole: list[list[str]] = []
-    split: list[list[str]] = []
+    cut: list[list[str]] = []
     for s in range(nblocks):
         inside = {p for p, c in per[s].items() if c == total[p]}
-        whole.append(sorted(p for p in inside if p.rpartition(".")[0] not in inside))
-        leaves = {m for i, m in enumerate(modules) if m and int(blocks[i]) == s}
-        split.append(sorted(m for m in leaves if m not in inside))
-    return whole, split
+        shared = set(per[s]) - inside
+        outer = [p for p in inside if p.rpartition(".")[0] not in inside]
+        inner = [p for p in shared if not any(q.startswith(p + ".") for q in shared)]
+        whole.append(sorted(outer, key=lambda p: first[s][p]))
+        cut.append(sorted(inner, key=lambda p: first[s][p]))
+    return whole, cut
 
 
 def stage_plan(problem: PipelineProblem, ev: Evaluation) -> list[dict[str, Any]]:
     """The ``stages`` list of ``result.json``: one entry per stage, in DAG order.
 
     Each entry: ``stage``, ``ops`` (node names in schedule order), ``modules`` (module paths
-    held whole), ``split_modules`` (modules cut by a stage boundary), ``cost`` and its
+    held whole), ``cut_modules`` (modules a stage boundary passes through), ``cost`` and its
     ``compute``, ``communication`` and ``overflow`` terms, and the byte counts behind them.
     """
     names = _node_names(problem)
     nb = len(ev.block_costs)
     modules = [op.get("module") if op else None for op in problem.ops] if problem.ops is not None \
         else [None] * problem.n
-    whole, split = module_summary(modules, ev.blocks, nb)
+    whole, cut = module_summary(modules, ev.blocks, nb, ev.order)
     members: list[list[str]] = [[] for _ in range(nb)]
     for v in ev.order:
         members[int(ev.blocks[v])].append(names[int(v)])
     terms = cost_terms(problem, ev)
-    return [{"stage": s, "ops": members[s], "modules": whole[s], "split_modules": split[s],
+    return [{"stage": s, "ops": members[s], "modules": whole[s], "cut_modules": cut[s],
              "cost": float(ev.block_costs[s]), **terms[s],
              "in_bytes": int(ev.in_bytes[s]), "out_bytes": int(ev.out_bytes[s]),
              "param_bytes": int(ev.param_bytes[s]), "peak_bytes": int(ev.peak_bytes[s])}

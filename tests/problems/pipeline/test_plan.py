@@ -63,11 +63,16 @@ def test_contiguous_rejects_a_non_topological_order() -> None:
 def test_module_summary_collapses_whole_modules_and_names_cut_ones() -> None:
     mods = ["enc.layer.0.attn", "enc.layer.0.mlp", "enc.layer.1.attn", "enc.layer.1.mlp", None, "head"]
     blocks = np.array([0, 0, 0, 1, 1, 1])
-    whole, split = module_summary(mods, blocks, 2)
+    whole, cut = module_summary(mods, blocks, 2)
     assert whole == [["enc.layer.0", "enc.layer.1.attn"], ["enc.layer.1.mlp", "head"]]
-    assert split == [[], []]
-    whole, split = module_summary(["a.x", "a.x", "a.y"], np.array([0, 1, 1]), 2)
-    assert whole == [[], ["a.y"]] and split == [["a.x"], ["a.x"]]
+    assert cut == [["enc.layer.1"], ["enc.layer.1"]]
+    # a module used twice (a shared activation) on both sides of the boundary; listed in schedule order
+    whole, cut = module_summary(["b.y", "a.x", "a.x", "c"], np.array([0, 0, 1, 1]), 2, [1, 0, 2, 3])
+    assert whole == [["b"], ["c"]] and cut == [["a.x"], ["a.x"]]
+    whole, _ = module_summary(["m.10", "m.9", "m.2"], np.array([0, 0, 0]), 1)
+    assert whole == [["m"]]
+    whole, cut = module_summary(["m.10", "m.9", "m.2"], np.array([0, 0, 1]), 2, [1, 0, 2])
+    assert whole == [["m.9", "m.10"], ["m.2"]] and cut == [["m"], ["m"]]
 
 
 def test_stage_plan_lists_every_op_once_in_schedule_order() -> None:
