@@ -208,6 +208,10 @@ def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str
     _print_pipeline_result(doc)
     click.echo("contiguous in the file's node order: optimal among such plans; the gap is against the "
                "unrestricted lower bound")
+    for s in doc["stages"]:
+        mods = ", ".join(s["modules"][:4]) + (f", ... ({len(s['modules'])} modules)" if len(s["modules"]) > 4 else "")
+        click.echo(f"stage {s['stage']}: {s['cost']:.6g} = compute {s['compute']:.6g} + communication "
+                   f"{s['communication']:.6g} + overflow {s['overflow']:.6g}; {len(s['ops'])} ops; {mods or '-'}")
 
 
 @pipeline.command("bound")

@@ -164,11 +164,17 @@ def _parse_input_shapes(specs: list[str] | dict[str, list[int]] | None) -> dict[
     return out
 
 
-def _load(path: Path) -> Any:
+def _onnx() -> Any:
+    """The onnx module, imported on first use; one line saying how to install it if absent."""
     try:
         import onnx
     except ImportError:
         raise InputError(INSTALL_HINT) from None
+    return onnx
+
+
+def _load(path: Path) -> Any:
+    onnx = _onnx()
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
@@ -248,7 +254,7 @@ def _tensor_infos(path: Path, model: Any) -> dict[str, tuple[list[int] | None, i
 
 def _dtype(elem_type: int) -> tuple[str, int]:
     """numpy-style dtype name and item size of an ONNX element type."""
-    import onnx
+    onnx = _onnx()
     try:
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
         return dt.name, max(1, dt.itemsize)
@@ -257,7 +263,7 @@ def _dtype(elem_type: int) -> tuple[str, int]:
 
 
 def _attrs(node: Any, ins: list[dict[str, Any]]) -> dict[str, Any]:
-    import onnx
+    onnx = _onnx()
     out: dict[str, Any] = {}
     for a in node.attribute:
         if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS, onnx.AttributeProto.TENSOR,
@@ -300,8 +306,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     per-op metadata. Raises :class:`InputError` (one line) for an unreadable or non-ONNX file,
     unresolved symbolic input dims, failed shape inference or a tensor whose shape stays unknown.
     """
-    import onnx
-
+    onnx = _onnx()
     p = Path(path)
     model = _load(p)
     shapes = _resolve_inputs(p, model, _parse_input_shapes(input_shapes), batch)

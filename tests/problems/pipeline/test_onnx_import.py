@@ -260,3 +260,13 @@ def test_cli_malformed_inputs_fail_in_one_line(mlp: Path, tmp_path: Path) -> Non
         msg = _one_line_error(_cli("import", "onnx", str(mlp), "--chip", str(chip), "--batch", "2", "--out", out))
         assert f"{chip}: memory_bandwidth: {problem}" in msg
     assert not Path(out).exists()
+
+
+def test_missing_onnx_package_is_one_line_saying_how_to_install(mlp: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now raises ImportError
+    msg = _one_line_error(_cli("import", "onnx", str(mlp), "--chip", "tpu-v4", "--batch", "2",
+                               "--out", str(tmp_path / "g.json")))
+    assert "pip install 'gapstop[onnx]'" in msg
