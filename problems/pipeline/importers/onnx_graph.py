@@ -95,9 +95,10 @@ def op_flops(op_type: str, kind: str, ins: list[dict[str, Any]], outs: list[dict
              attrs: dict[str, Any]) -> float:
     """FLOPs of one execution (multiply-add = 2). ``ins``/``outs``: present tensors with shapes.
 
-    gemm: ``2 * numel(out) * K`` (K the contracted length; Gemm adds ``numel(out)`` for C);
-    Einsum: ``2 * prod(all index sizes)``; conv: ``2 * numel(out) * (C_in / group) * prod(kernel)``
-    plus ``numel(out)`` for a bias (ConvTranspose: ``2 * numel(X) * (C_out / group) * prod(kernel)``);
+    gemm: ``2 * numel(out) * K`` (K the contracted length); Einsum: ``2 * prod(all index sizes)``;
+    conv: ``2 * numel(out) * (C_in / group) * prod(kernel)`` (ConvTranspose: ``2 * numel(X) *
+    (C_out / group) * prod(kernel)``); a bias fused into a gemm or conv is not counted, as in
+    ``torch.utils.flop_counter``;
     pool: ``numel(out) * prod(kernel)`` (global pools: ``numel(X)``); elementwise: 1 per output
     element; reduction: 1 per input element; softmax and norms: 5 per input element;
     BatchNormalization: 2 per input element (a folded scale and shift); everything else 0.
@@ -109,17 +110,16 @@ def op_flops(op_type: str, kind: str, ins: list[dict[str, Any]], outs: list[dict
         a, b = ins[0]["shape"], ins[1]["shape"]
         if op_type == "Gemm":
             k = a[0] if attrs.get("transA", 0) else a[-1]
-            return 2.0 * _numel(out) * k + (_numel(out) if len(ins) > 2 else 0)
+            return 2.0 * _numel(out) * k
         k = a[-1] if a else 1
         return 2.0 * _numel(out) * k
     if kind == "conv":
         w = ins[1]["shape"]
         group = int(attrs.get("group", 1))
         kernel = _numel(w[2:])
-        bias = _numel(out) if len(ins) > 2 and op_type in ("Conv", "ConvTranspose") else 0
         if op_type == "ConvTranspose":
-            return 2.0 * _numel(ins[0]["shape"]) * w[1] * kernel + bias
-        return 2.0 * _numel(out) * w[1] * kernel + bias
+            return 2.0 * _numel(ins[0]["shape"]) * w[1] * kernel
+        return 2.0 * _numel(out) * w[1] * kernel
     if kind == "pool":
         if op_type.startswith("Global"):
             return float(_numel(ins[0]["shape"]))
