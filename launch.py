@@ -212,6 +212,9 @@ def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str
         mods = ", ".join(s["modules"][:4]) + (f", ... ({len(s['modules'])} modules)" if len(s["modules"]) > 4 else "")
         click.echo(f"stage {s['stage']}: {s['cost']:.6g} = compute {s['compute']:.6g} + communication "
                    f"{s['communication']:.6g} + overflow {s['overflow']:.6g}; {len(s['ops'])} ops; {mods or '-'}")
+    if "split_spec" in doc:
+        click.echo(f"split_spec: {json.dumps(doc['split_spec'])}"
+                   + "".join(f"\n  {line}" for line in doc["split_spec_problems"]))
 
 
 @pipeline.command("bound")
@@ -377,16 +380,34 @@ def import_onnx_cmd(model: str, chip: str, batch: int | None, input_shape: tuple
     """Import MODEL (an ONNX file; weights not needed) with per-op roofline costs on --chip."""
     from problems.chip import load_chip
     from problems.pipeline.importers.onnx_graph import import_onnx
-    from problems.pipeline.io import problem_from_dict, save_graph
 
     profile = load_chip(chip)
-    doc, warning = import_onnx(model, profile, batch=batch, input_shapes=list(input_shape))
+    _save_imported(model, out, profile.name, *import_onnx(model, profile, batch=batch, input_shapes=list(input_shape)))
+
+
+def _save_imported(source: str, out: str, chip: str, doc: dict[str, Any], warning: str | None) -> None:
+    from problems.pipeline.io import problem_from_dict, save_graph
+
     if warning:
         click.echo(warning, err=True)
-    problem = problem_from_dict(doc, model)
+    problem = problem_from_dict(doc, source)
     save_graph(problem, out)
     click.echo(f"{out}: {problem.n} nodes, {problem.m} edges, {doc['meta']['total_flops']:.4g} FLOPs, "
-               f"total work {problem.work.sum():.6g} us on {profile.name}")
+               f"total work {problem.work.sum():.6g} us on {chip}")
+
+
+@import_.command("torch")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--chip", required=True, help="Shipped chip profile name (e.g. a100-sxm-80gb) or a profile file.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Graph file (.json or .json.gz).")
+@_user_errors
+def import_torch_cmd(program: str, chip: str, out: str) -> None:
+    """Import PROGRAM (saved by torch.export.save, static shapes) with per-op roofline costs on --chip."""
+    from problems.chip import load_chip
+    from problems.pipeline.importers.torch_export import import_torch
+
+    profile = load_chip(chip)
+    _save_imported(program, out, profile.name, *import_torch(program, profile))
 
 
 @main.command("report")

@@ -1,10 +1,10 @@
 """What the DAG freedom buys on imported models (a script, not a test).
 
-    python benchmarks/import_plans.py [--ks 4,8,16] [--time-limit 30] [--chip a100-sxm-80gb] [--models ...]
+    python benchmarks/import_plans.py [--ks 4,8,16] [--time-limit 30] [--chip a100-sxm-80gb] [--batch 1] [--models ...]
 
-For each bundled ONNX file (examples/onnx, batch 1) and each k, runs in separate processes
+For each bundled ONNX file (examples/onnx) and each k, runs in separate processes
 
-    python launch.py import onnx MODEL --chip CHIP --batch 1 --out GRAPH
+    python launch.py import onnx MODEL --chip CHIP --batch N --out GRAPH
     python launch.py pipeline solve GRAPH -k K --contiguous --time-limit S --out c.json
     python launch.py pipeline solve GRAPH -k K --time-limit S --out r.json     (Ray local)
 
@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--ks", default="4,8,16")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--chip", default="a100-sxm-80gb")
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--models", default="bert_base,gpt2,resnet50")
     args = ap.parse_args()
     print("| model | k | contiguous optimum (µs) | unrestricted best (µs) | unrestricted bound (µs) "
@@ -45,7 +46,7 @@ def main() -> None:
         for model in args.models.split(","):
             graph = Path(tmp) / f"{model}.json.gz"
             _run("import", "onnx", str(ROOT / "examples" / "onnx" / f"{model}.onnx"), "--chip", args.chip,
-                 "--batch", "1", "--out", str(graph))
+                 "--batch", str(args.batch), "--out", str(graph))
             for k in (int(x) for x in args.ks.split(",")):
                 c_out, r_out = Path(tmp) / "c.json", Path(tmp) / "r.json"
                 _run("pipeline", "solve", str(graph), "-k", str(k), "--contiguous", "--time-limit",

@@ -113,6 +113,42 @@ def stage_plan(problem: PipelineProblem, ev: Evaluation) -> list[dict[str, Any]]
             for s in range(nb)]
 
 
+def split_spec(problem: PipelineProblem, ev: Evaluation) -> dict[str, Any]:
+    """For torch imports: ``{"split_spec": {module path: "BEGINNING"} | None, "split_spec_problems": [...]}``
+    ready for ``torch.distributed.pipelining.pipeline(module, mb_args, split_spec=...)``
+    (with ``SplitPoint.BEGINNING``); ``{}`` for other graphs.
+
+    Stage s >= 1 must begin where a module called by the program begins (the outermost module
+    on its first op's ``module_stack`` whose first op that is). A stage boundary inside a
+    module, at an op outside every submodule, or stages not contiguous in the program's order
+    give ``split_spec: None`` and one line per problem instead of a wrong split point.
+    """
+    if problem.ops is None or problem.meta.get("source") != "torch":
+        return {}
+    blocks = ev.blocks
+    if len(blocks) > 1 and np.any(np.diff(blocks) < 0):
+        return {"split_spec": None, "split_spec_problems": [
+            "the stages are not contiguous in the program's order (solve with --contiguous)"]}
+    stacks = [list(op.get("module_stack") or []) if op else [] for op in problem.ops]
+    first: dict[str, int] = {}
+    for i, stack in enumerate(stacks):
+        for m in stack:
+            first.setdefault(m, i)
+    spec: dict[str, str] = {}
+    problems: list[str] = []
+    for s in range(1, int(blocks.max()) + 1 if len(blocks) else 0):
+        i = int(np.argmax(blocks == s))
+        op = problem.ops[i] or {}
+        starts = [m for m in stacks[i] if first[m] == i]
+        if starts:
+            spec[starts[0]] = "BEGINNING"
+        elif stacks[i]:
+            problems.append(f"stage {s} begins at op {op.get('name')!r} inside module {stacks[i][-1]!r}")
+        else:
+            problems.append(f"stage {s} begins at op {op.get('name')!r}, which no submodule runs")
+    return {"split_spec": None if problems else spec, "split_spec_problems": problems}
+
+
 def contiguous_split(problem: PipelineProblem, k: int, order: Any = None) -> Evaluation:
     """The optimal split of ``order`` (default: node order 0..n-1) into at most k contiguous
     stages, re-scored by the exact evaluator. Raises InputError if the order is not topological."""
@@ -157,6 +193,7 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
         "bounds": [b.to_dict() for b in sorted(found, key=lambda b: -b.value if math.isfinite(b.value)
                                                   else math.inf)],
         "stages": stage_plan(problem, ev),
+        **split_spec(problem, ev),
         "elapsed_s": round(time.monotonic() - t0, 3),
         "stopped_because": "contiguous-optimal",
     }

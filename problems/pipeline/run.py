@@ -104,10 +104,11 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
     }
     if inc is not None:  # per-stage ops, modules and cost terms, re-scored by the exact evaluator
         from problems.pipeline.evaluate import evaluate
-        from problems.pipeline.plan import stage_plan
+        from problems.pipeline.plan import split_spec, stage_plan
 
         ev = evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
         doc["stages"] = stage_plan(problem, ev)
+        doc.update(split_spec(problem, ev))
     return doc
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.errors import InputError
 from problems.chip import ChipProfile
-from problems.pipeline.importers.roofline import GraphBuilder
+from problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the ONNX importer needs the onnx package: pip install 'gapstop[onnx]' (or pip install onnx)"
 
@@ -64,27 +64,11 @@ _FLOP_RULES = {"elementwise": (1, "output"), "reduction": (1, "input"), "softmax
 
 
 def _kind(op_type: str, param_inputs: list[bool]) -> str:
-    if op_type in _GEMM:
-        return "gemm"
-    if op_type in _CONV:
-        return "conv"
-    if op_type in _ELEMENTWISE:
-        return "elementwise"
-    if op_type in _REDUCTION:
-        return "reduction"
-    if op_type in _NORM:
-        return "norm"
-    if op_type in _SOFTMAX:
-        return "softmax"
-    if op_type in _POOL:
-        return "pool"
     if op_type == "Gather" and param_inputs and param_inputs[0]:
         return "embedding"
-    if op_type in _VIEW:
-        return "view"
-    if op_type in _MOVE:
-        return "other"
-    return "unknown"
+    return classify(op_type, ((_GEMM, "gemm"), (_CONV, "conv"), (_ELEMENTWISE, "elementwise"),
+                              (_REDUCTION, "reduction"), (_NORM, "norm"), (_SOFTMAX, "softmax"), (_POOL, "pool"),
+                              (_VIEW, "view"), (_MOVE, "other")))
 
 
 def _numel(shape: list[int]) -> int:
@@ -165,12 +149,7 @@ def _parse_input_shapes(specs: list[str] | dict[str, list[int]] | None) -> dict[
 
 
 def _onnx() -> Any:
-    """The onnx module, imported on first use; one line saying how to install it if absent."""
-    try:
-        import onnx
-    except ImportError:
-        raise InputError(INSTALL_HINT) from None
-    return onnx
+    return optional_import("onnx", INSTALL_HINT)
 
 
 def _load(path: Path) -> Any:

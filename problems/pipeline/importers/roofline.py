@@ -11,16 +11,31 @@ profile's link bandwidth in bytes/µs, its per-stage memory the profile's memory
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import InputError
 from problems.chip import ChipProfile
 
 #: the op kinds of the ``graph.nodes.ops`` metadata
 KINDS = ("gemm", "conv", "elementwise", "reduction", "norm", "softmax", "pool", "embedding", "view", "other",
          "unknown")
 US_PER_S = 1e6
+
+
+def optional_import(module: str, hint: str) -> Any:
+    """An optional extra's module, imported on first use; ``InputError(hint)`` (how to install it) if absent."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(hint) from None
+
+
+def classify(op: str, table: tuple[tuple[set[str], str], ...]) -> str:
+    """The kind of the first ``(names, kind)`` row whose names hold ``op``; ``"unknown"`` if none."""
+    return next((kind for names, kind in table if op in names), "unknown")
 
 
 def op_work_us(chip: ChipProfile, kind: str, flops: float, nbytes: int, dtype: str) -> float:
