@@ -6,7 +6,7 @@ For each bundled ONNX file (examples/onnx) and each k, runs in separate processe
 
     python launch.py import onnx MODEL --chip CHIP --batch N --out GRAPH
     python launch.py pipeline solve GRAPH -k K --contiguous --time-limit S --out c.json
-    python launch.py pipeline solve GRAPH -k K --time-limit S --out r.json     (Ray local)
+    python launch.py pipeline solve GRAPH -k K --time-limit S --out r.json     (Ray local; --in-process: threads)
 
 and prints the contiguous optimum (exact among plans contiguous in the model's execution
 order), the unrestricted best found and the best unrestricted lower bound of either run, and
@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--chip", default="a100-sxm-80gb")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--in-process", action="store_true", help="run the unrestricted solves without Ray")
     ap.add_argument("--models", default="bert_base,gpt2,resnet50")
     args = ap.parse_args()
     print("| model | k | contiguous optimum (µs) | unrestricted best (µs) | unrestricted bound (µs) "
@@ -52,7 +53,8 @@ def main() -> None:
                 _run("pipeline", "solve", str(graph), "-k", str(k), "--contiguous", "--time-limit",
                      str(args.time_limit), "--out", str(c_out))
                 _run("pipeline", "solve", str(graph), "-k", str(k), "--time-limit", str(args.time_limit),
-                     "--quiet", "--run-dir", str(Path(tmp) / f"run-{model}-{k}"), "--out", str(r_out))
+                     "--quiet", "--run-dir", str(Path(tmp) / f"run-{model}-{k}"), "--out", str(r_out),
+                     *(["--in-process"] if args.in_process else []))
                 c, r = json.loads(c_out.read_text()), json.loads(r_out.read_text())
                 bound = max(b for b in (c["lower_bound"], r["lower_bound"]) if b is not None)
                 best = min(r["objective"], c["objective"])
