@@ -31,6 +31,7 @@ import numpy as np
 
 from engine.errors import InputError
 from problems.chip import ChipProfile
+from problems.pipeline.importers.onnx_fold import fold_shape_computations
 from problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the ONNX importer needs the onnx package: pip install 'gapstop[onnx]' (or pip install onnx)"
@@ -297,6 +298,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     del model.graph.value_info[:]
     model.graph.value_info.extend(keep)
     try:
+        model = fold_shape_computations(model, onnx)
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as e:  # InferenceError, ValidationError
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -270,3 +270,35 @@ def test_missing_onnx_package_is_one_line_saying_how_to_install(mlp: Path, tmp_p
     msg = _one_line_error(_cli("import", "onnx", str(mlp), "--chip", "tpu-v4", "--batch", "2",
                                "--out", str(tmp_path / "g.json")))
     assert "pip install 'gapstop[onnx]'" in msg
+
+
+def test_runtime_shape_computations_fold_once_the_inputs_are_fixed(tmp_path: Path) -> None:
+    # what exporters write for dynamic axes: the head split's target shape is computed at run time
+    # (Shape -> Gather -> Div -> Unsqueeze -> Concat -> Reshape), which ONNX's data propagation
+    # alone does not follow through Div
+    nodes = [h.make_node("Shape", ["x"], ["shp"], name="/attn/Shape"),
+             h.make_node("Gather", ["shp", "i0"], ["b"], name="/attn/Gather", axis=0),
+             h.make_node("Gather", ["shp", "i1"], ["s"], name="/attn/Gather_1", axis=0),
+             h.make_node("Gather", ["shp", "i2"], ["d"], name="/attn/Gather_2", axis=0),
+             h.make_node("Div", ["d", "heads"], ["dh"], name="/attn/Div"),
+             h.make_node("Unsqueeze", ["b", "ax0"], ["ub"], name="/attn/Unsqueeze"),
+             h.make_node("Unsqueeze", ["s", "ax0"], ["us"], name="/attn/Unsqueeze_1"),
+             h.make_node("Unsqueeze", ["dh", "ax0"], ["ud"], name="/attn/Unsqueeze_2"),
+             h.make_node("Concat", ["ub", "us", "hh", "ud"], ["target"], name="/attn/Concat", axis=0),
+             h.make_node("Reshape", ["x", "target"], ["x4"], name="/attn/Reshape"),
+             h.make_node("Transpose", ["x4"], ["xt"], name="/attn/Transpose", perm=[0, 2, 1, 3]),
+             h.make_node("Transpose", ["x4"], ["xk"], name="/attn/Transpose_1", perm=[0, 2, 3, 1]),
+             h.make_node("MatMul", ["xt", "xk"], ["y"], name="/attn/MatMul")]
+    inits = [h.make_tensor(n, T.INT64, [], [v]) for n, v in (("i0", 0), ("i1", 1), ("i2", 2), ("heads", 2))]
+    inits += [h.make_tensor("ax0", T.INT64, [1], [0]), h.make_tensor("hh", T.INT64, [1], [2])]
+    p = _save(tmp_path, "dyn", nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 8])],
+              [h.make_tensor_value_info("y", T.FLOAT, ["batch", 2, "seq", "seq"])], inits)
+    doc, _ = _import(p, input_shapes=["x=3,5,8"])
+    ops = _by_name(doc)
+    assert ops["/attn/Reshape"]["outputs"][0]["shape"] == [3, 5, 2, 4]
+    # [3,2,5,4] @ [3,2,4,5]: 150 outputs, K = 4
+    assert ops["/attn/MatMul"]["outputs"][0]["shape"] == [3, 2, 5, 5] and ops["/attn/MatMul"]["flops"] == 2 * 150 * 4
+    names = doc["graph"]["nodes"]["names"]
+    # the Reshape reads its folded target as a parameter, no longer the Concat's output
+    assert [names.index("/attn/Concat"), names.index("/attn/Reshape")] not in doc["graph"]["edges"]
+    assert [i["param"] for i in ops["/attn/Reshape"]["inputs"]] == [False, True]

@@ -193,3 +193,24 @@ def test_cli_import_torch_and_bad_files(exported: dict[str, Any], tmp_path: Path
     r = CliRunner().invoke(main, ["import", "torch", str(bad), "--chip", "tpu-v4", "--out", str(out)])
     assert r.exit_code == 2 and r.output.startswith(f"error: {bad}: not a readable torch.export program")
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_onnx_export_of_the_same_model_imports_with_the_same_gemm_flops(exported: dict[str, Any],
+                                                                       tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    import warnings
+
+    from problems.pipeline.importers.onnx_graph import import_onnx
+
+    e = exported["transformer"]
+    path = tmp_path / "t.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(e["model"], e["args"], str(path), dynamo=False, input_names=["ids"],
+                          dynamic_axes={"ids": {0: "batch", 1: "seq"}})
+    doc, _ = import_onnx(path, load_chip("a100-sxm-80gb"), input_shapes=["ids=2,8"])
+
+    def gemm_flops(d: dict[str, Any]) -> float:
+        return sum(op["flops"] for op in d["graph"]["nodes"]["ops"] if op["kind"] == "gemm")
+
+    assert gemm_flops(doc) == gemm_flops(e["doc"]) > 0
