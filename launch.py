@@ -202,8 +202,12 @@ def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str
     from problems.pipeline.io import load_graph
     from problems.pipeline.plan import solve_contiguous
 
-    doc = solve_contiguous(load_graph(graph), k, time_limit_s=time_limit, bounds=bounds, seed=seed,
-                           num_workers=max(2, os.cpu_count() or 1))
+    problem = load_graph(graph)
+    try:
+        doc = solve_contiguous(problem, k, time_limit_s=time_limit, bounds=bounds, seed=seed,
+                               num_workers=max(2, os.cpu_count() or 1))
+    except InputError as e:  # the file's node order is the plan's order: say which file
+        raise InputError(f"{graph}: --contiguous needs the node order to be topological; {e}") from None
     _write_json(out, doc)
     _print_pipeline_result(doc)
     click.echo("contiguous in the file's node order: optimal among such plans; the gap is against the "

@@ -178,6 +178,7 @@ def _resolve_inputs(path: Path, model: Any, shapes: dict[str, list[int]], batch:
     if batch is not None and batch < 1:
         raise InputError(f"--batch: must be >= 1, got {batch}")
     resolved: dict[str, list[int]] = {}
+    batch_used = False
     for inp in inputs:
         if not inp.type.HasField("tensor_type"):
             raise InputError(f"{path}: input {inp.name!r}: not a tensor input (sequences and maps are not supported)")
@@ -205,12 +206,16 @@ def _resolve_inputs(path: Path, model: Any, shapes: dict[str, list[int]], batch:
             elif i == 0 and batch is not None:
                 d.dim_value = batch
                 shape.append(batch)
+                batch_used = True
             else:
                 label = repr(d.dim_param) if d.dim_param else "unknown"
                 hint = "--batch N or " if i == 0 else ""
                 raise InputError(f"{path}: input {inp.name!r}: dim {i} ({label}) is symbolic; give {hint}"
                                  f"--input-shape {inp.name}=d0,d1,...")
         resolved[inp.name] = shape
+    if batch is not None and not batch_used:
+        raise InputError(f"--batch: no input left with a symbolic leading dim (the model's inputs: "
+                         f"{', '.join(f'{n} {resolved[n]}' for n in names)}); use --input-shape")
     return resolved
 
 

@@ -173,6 +173,8 @@ def test_symbolic_dims_resolve_from_batch_or_input_shape(tmp_path: Path, mlp: Pa
                 [h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq"])], [])
     with pytest.raises(InputError, match=r"input 'x': dim 1 \('seq'\) is symbolic; give --input-shape x="):
         _import(seq, batch=2)
+    with pytest.raises(InputError, match=r"^--batch: no input left with a symbolic leading dim .*x \[8, 16\]"):
+        _import(mlp, batch=2, input_shapes=["x=8,16"])
 
 
 def test_unknown_op_is_memory_bound_and_warned_once(tmp_path: Path) -> None:

@@ -99,6 +99,11 @@ def test_solve_contiguous_without_bounds_and_on_the_command_line(tmp_path: Path)
     assert res["objective"] == doc["objective"] and res["stopped_because"] == "contiguous-optimal"
     r = CliRunner().invoke(main, ["pipeline", "evaluate", str(f), str(out)])
     assert json.loads(r.output)["objective"] == doc["objective"]
+    bad = tmp_path / "shuffled.json"
+    save_graph(random_dag(8, 3), bad)  # nodes numbered along a random permutation, not topologically
+    r = CliRunner().invoke(main, ["pipeline", "solve", str(bad), "-k", "2", "--contiguous", "--no-bounds"])
+    assert r.exit_code == 2
+    assert r.output.startswith(f"error: {bad}: --contiguous needs the node order to be topological; order: ")
 
 
 def test_solve_result_carries_the_stage_plan_of_its_partition() -> None:
