@@ -206,8 +206,8 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
 
     def read(name: str) -> tuple[int, int] | None:
         src = producer.get(name)
-        if src is not None:
-            used.setdefault(src[0], set()).add(max(src[1], 0))
+        if src is not None:  # element -1: the value itself (the whole tuple of a multi-output op)
+            used.setdefault(src[0], set()).update(range(len(out_sizes[src[0]])) if src[1] < 0 else [src[1]])
         return src
 
     for node in ep.graph.nodes:
@@ -248,7 +248,8 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
         shapes: dict[int, list[int]] = {}
         in_bytes: list[int] = []
         preds: list[int] = []
-        for i, a in enumerate(node.args):
+        # positional tensor arguments by position (the FLOP formulas read them), then keyword ones
+        for i, a in [*enumerate(node.args), *((-1, kw) for kw in node.kwargs.values())]:
             flat = []
             torch.fx.node.map_arg(a, flat.append)
             for x in flat:
@@ -256,7 +257,8 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
                     e = params[x.name]
                     ins.append({"name": e["name"], "shape": e["shape"], "dtype": e["dtype"], "param": True})
                     in_bytes.append(e["bytes"])
-                    shapes.setdefault(i, e["shape"])
+                    if i >= 0:
+                        shapes.setdefault(i, e["shape"])
                     continue
                 xt = _tensors(x.meta.get("val"))
                 src = read(x.name)
@@ -267,14 +269,20 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
                 shp = _shape(p, x.name, elem)
                 ins.append({"name": x.name, "shape": shp, "dtype": dt, "param": False})
                 in_bytes.append(_numel(shp) * size)
-                shapes.setdefault(i, shp)
+                if i >= 0:
+                    shapes.setdefault(i, shp)
                 preds.append(src[0])
         outs = []
-        sizes = []
-        for j, t in enumerate(tensors):
+        sizes = []  # bytes per tuple position (0 for a None element), as getitem indexes them
+        elements = list(val) if isinstance(val, (tuple, list)) else [val]
+        for j, t in enumerate(elements):
+            if not isinstance(t, torch.Tensor):
+                sizes.append(0)
+                continue
             dt, size = _dtype(t)
             shp = _shape(p, node.name, t)
-            outs.append({"name": node.name if len(tensors) == 1 else f"{node.name}[{j}]", "shape": shp, "dtype": dt})
+            outs.append({"name": node.name if len(elements) == 1 else f"{node.name}[{j}]", "shape": shp,
+                         "dtype": dt})
             sizes.append(_numel(shp) * size)
         kind = _kind(base)
         flops = op_flops(base, kind, list(node.args), shapes, outs[0]["shape"])
@@ -297,6 +305,6 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
             b.edge(u, v)
     for v, sizes in out_sizes.items():  # tuple outputs travel together: the elements read downstream
         read_ = sorted(used.get(v, set()))
-        b.size_out[v] = sum(sizes[j] for j in read_ if j < len(sizes)) if read_ else sum(sizes)
+        b.size_out[v] = sum(sizes[j] for j in read_) if read_ else sum(sizes)
     meta = {"source": "torch", "model": p.name}
     return b.document(p.stem, meta), b.warning(str(p))

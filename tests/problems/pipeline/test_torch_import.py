@@ -214,3 +214,24 @@ def test_onnx_export_of_the_same_model_imports_with_the_same_gemm_flops(exported
         return sum(op["flops"] for op in d["graph"]["nodes"]["ops"] if op["kind"] == "gemm")
 
     assert gemm_flops(doc) == gemm_flops(e["doc"]) > 0
+
+
+def test_a_tuple_output_is_charged_for_the_elements_read(tmp_path: Path) -> None:
+    from problems.pipeline.importers.torch_export import import_torch
+
+    class MaxValues(nn.Module):
+        def forward(self, x: Any) -> Any:
+            values, _ = x.max(dim=-1)  # (float32 values, int64 indices); only the values are read
+            return values * 2
+
+    path = tmp_path / "m.pt2"
+    torch.export.save(torch.export.export(MaxValues(), (torch.randn(2, 5, 3),)), str(path))
+    doc, _ = import_torch(path, load_chip("a100-sxm-80gb"))
+    names = doc["graph"]["nodes"]["names"]
+    ops = {op["name"]: op for op in doc["graph"]["nodes"]["ops"]}
+    mx = next(n for n in names if ops[n]["op"].startswith("aten.max"))
+    assert [o["dtype"] for o in ops[mx]["outputs"]] == ["float32", "int64"]
+    assert doc["graph"]["nodes"]["size_out"][names.index(mx)] == 2 * 5 * 4
+    assert ops[mx]["bytes"] == 2 * 5 * 3 * 4 + 2 * 5 * 4 + 2 * 5 * 8
+    mul = next(n for n in names if ops[n]["op"].startswith("aten.mul"))
+    assert [names.index(mx), names.index(mul)] in doc["graph"]["edges"]
