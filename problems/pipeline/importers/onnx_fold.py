@@ -89,7 +89,7 @@ def _static_shapes(graph: Any) -> dict[str, list[int]]:
     return out
 
 
-def _values(graph: Any, onnx: Any) -> tuple[dict[str, Any], set[str]]:
+def known_values(graph: Any, onnx: Any) -> tuple[dict[str, Any], set[str]]:
     """Known small values (initializers, Constants, and what folds from them); the names folded."""
     from onnx import numpy_helper
 
@@ -139,7 +139,7 @@ def fold_shape_computations(model: Any, onnx: Any) -> Any:
     for _ in range(MAX_ROUNDS):
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         g = model.graph
-        values, folded = _values(g, onnx)
+        values, folded = known_values(g, onnx)
         inits = {t.name for t in g.initializer}
         changed = False
         for node in g.node:

@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.errors import InputError
 from problems.chip import ChipProfile
-from problems.pipeline.importers.onnx_fold import fold_shape_computations
+from problems.pipeline.importers.onnx_fold import fold_shape_computations, known_values
 from problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the ONNX importer needs the onnx package: pip install 'gapstop[onnx]' (or pip install onnx)"
@@ -247,7 +247,9 @@ def _dtype(elem_type: int) -> tuple[str, int]:
         return onnx.TensorProto.DataType.Name(elem_type).lower(), 1
 
 
-def _attrs(node: Any, ins: list[dict[str, Any]]) -> dict[str, Any]:
+def _attrs(node: Any, ins: list[dict[str, Any]], consts: dict[str, Any]) -> dict[str, Any]:
+    """The node's scalar and list attributes, with the defaults that shape the iteration domain
+    filled in; ``axes`` given as a constant input (reductions from opset 18) become an attribute."""
     onnx = _onnx()
     out: dict[str, Any] = {}
     for a in node.attribute:
@@ -271,6 +273,12 @@ def _attrs(node: Any, ins: list[dict[str, Any]]) -> dict[str, Any]:
     if node.op_type == "Gemm":
         out.setdefault("transA", 0)
         out.setdefault("transB", 0)
+    if node.op_type in _REDUCTION and "axes" not in out and len(node.input) > 1 and node.input[1] in consts:
+        out["axes"] = [int(a) for a in np.asarray(consts[node.input[1]]).ravel()]
+    if node.op_type in _SOFTMAX:
+        out.setdefault("axis", -1)
+    if node.op_type == "LayerNormalization":
+        out.setdefault("axis", -1)
     return out
 
 
@@ -310,6 +318,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         raise InputError(f"{p}: shape inference failed: {first}") from None
     infos = _tensor_infos(p, model)
     g = model.graph
+    consts, _ = known_values(g, onnx)
     params = {t.name for t in g.initializer}
     for node in g.node:
         if node.op_type == "Constant":
@@ -355,7 +364,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         ins = [{**tensor(t, where), "param": t in params} for t in node.input if t]
         outs = [tensor(t, f"output of node {name!r}") for t in node.output if t]
         kind = _kind(node.op_type, [t["param"] for t in ins])
-        attrs = _attrs(node, ins)
+        attrs = _attrs(node, ins, consts)
         flops = op_flops(node.op_type, kind, ins, outs, attrs)
         in_b = [nbytes(t) for t in ins]
         out_b = [nbytes(t) for t in outs]

@@ -166,8 +166,13 @@ def _attrs(base: str, kind: str, args: list[Any], kwargs: dict[str, Any]) -> dic
     elif kind == "conv":
         names = ["stride", "padding", "dilation", "groups"]
         out = {n: plain(a) for n, a in zip(names, args[3:7])}
-    elif kind in ("reduction", "softmax", "norm") and len(args) > 1:
-        out = {"dim": plain(args[1])}
+    elif kind == "reduction" and len(args) > 1:  # the contract's names: reductions "axes", softmax/norm "axis"
+        dims = plain(args[1])
+        out = {"axes": dims if isinstance(dims, list) or dims is None else [dims]}
+    elif kind == "softmax" and len(args) > 1:
+        out = {"axis": plain(args[1])}
+    elif base in ("layer_norm", "native_layer_norm", "rms_norm") and len(args) > 1:
+        out = {"axis": -len(list(args[1]))}
     elif kind == "pool":
         out = {"kernel_size": plain(args[1]) if len(args) > 1 else None}
     if base == "einsum":

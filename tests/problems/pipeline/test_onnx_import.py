@@ -304,3 +304,11 @@ def test_runtime_shape_computations_fold_once_the_inputs_are_fixed(tmp_path: Pat
     # the Reshape reads its folded target as a parameter, no longer the Concat's output
     assert [names.index("/attn/Concat"), names.index("/attn/Reshape")] not in doc["graph"]["edges"]
     assert [i["param"] for i in ops["/attn/Reshape"]["inputs"]] == [False, True]
+
+
+def test_reduction_axes_given_as_an_input_become_an_attribute(tmp_path: Path) -> None:
+    nodes = [h.make_node("ReduceSum", ["x", "axes"], ["y"], name="sum", keepdims=0)]
+    p = _save(tmp_path, "red", nodes, [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4])],
+              [h.make_tensor_value_info("y", T.FLOAT, [2, 4])], [h.make_tensor("axes", T.INT64, [1], [1])])
+    op = _by_name(_import(p)[0])["sum"]
+    assert (op["kind"], op["flops"], op["attrs"]) == ("reduction", 24, {"keepdims": 0, "axes": [1]})

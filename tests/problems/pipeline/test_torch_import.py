@@ -140,6 +140,7 @@ def test_params_tuples_views_and_modules(exported: dict[str, Any]) -> None:
     emb = ops["embedding"]
     assert emb["kind"] == "embedding" and emb["bytes"] == 2 * 8 * 8 + 2 * (2 * 8 * 16 * 4)
     assert doc["graph"]["nodes"]["work"][names.index("split")] == 0.0
+    assert ops["softmax"]["attrs"] == {"axis": -1} and ops["layer_norm"]["attrs"] == {"axis": -1}
 
 
 def _stage_params(problem: Any, blocks: Any) -> list[set[str]]:
