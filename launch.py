@@ -149,10 +149,13 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
+@click.option("--contiguous", is_flag=True,
+              help="Stages contiguous in the file's node order (optimal by construction); in-process.")
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool) -> None:
+                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
+                   contiguous: bool = False) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Runs on Ray (started locally unless --address is given) and leaves a run directory
@@ -163,6 +166,9 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if contiguous:
+        _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
+        return
     if in_process:
         from problems.pipeline.run import solve_local
 
@@ -190,6 +196,29 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     _print_pipeline_result(doc)
     if doc["objective"] is None:
         sys.exit(1)
+
+
+def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str | None, bounds: bool) -> None:
+    from problems.pipeline.io import load_graph
+    from problems.pipeline.plan import solve_contiguous
+
+    problem = load_graph(graph)
+    try:
+        doc = solve_contiguous(problem, k, time_limit_s=time_limit, bounds=bounds, seed=seed,
+                               num_workers=max(2, os.cpu_count() or 1))
+    except InputError as e:  # the file's node order is the plan's order: say which file
+        raise InputError(f"{graph}: --contiguous needs the node order to be topological; {e}") from None
+    _write_json(out, doc)
+    _print_pipeline_result(doc)
+    click.echo("contiguous in the file's node order: optimal among such plans; the gap is against the "
+               "unrestricted lower bound")
+    for s in doc["stages"]:
+        mods = ", ".join(s["modules"][:4]) + (f", ... ({len(s['modules'])} modules)" if len(s["modules"]) > 4 else "")
+        click.echo(f"stage {s['stage']}: {s['cost']:.6g} = compute {s['compute']:.6g} + communication "
+                   f"{s['communication']:.6g} + overflow {s['overflow']:.6g}; {len(s['ops'])} ops; {mods or '-'}")
+    if "split_spec" in doc:
+        click.echo(f"split_spec: {json.dumps(doc['split_spec'])}"
+                   + "".join(f"\n  {line}" for line in doc["split_spec_problems"]))
 
 
 @pipeline.command("bound")
@@ -396,6 +425,54 @@ def intraop_bound(instance: str, method: str, time_limit: float, out: str | None
            **lower_bound(problem, method, time_limit, **kw).to_dict()}
     _write_json(out, doc)
     click.echo(json.dumps(doc))
+
+
+# ------------------------------------------------------------------------------- import
+@main.group("import")
+def import_() -> None:
+    """Import a model file as a pipeline graph (roofline costs on a chip profile)."""
+
+
+@import_.command("onnx")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--chip", required=True, help="Shipped chip profile name (e.g. a100-sxm-80gb) or a profile file.")
+@click.option("--batch", type=int, default=None, help="Value of every input's symbolic leading dim.")
+@click.option("--input-shape", "input_shape", multiple=True, metavar="NAME=d0,d1,...",
+              help="Whole shape of one input (repeatable).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Graph file (.json or .json.gz).")
+@_user_errors
+def import_onnx_cmd(model: str, chip: str, batch: int | None, input_shape: tuple[str, ...], out: str) -> None:
+    """Import MODEL (an ONNX file; weights not needed) with per-op roofline costs on --chip."""
+    from problems.chip import load_chip
+    from problems.pipeline.importers.onnx_graph import import_onnx
+
+    profile = load_chip(chip)
+    _save_imported(model, out, profile.name, *import_onnx(model, profile, batch=batch, input_shapes=list(input_shape)))
+
+
+def _save_imported(source: str, out: str, chip: str, doc: dict[str, Any], warning: str | None) -> None:
+    from problems.pipeline.io import problem_from_dict, save_graph
+
+    if warning:
+        click.echo(warning, err=True)
+    problem = problem_from_dict(doc, source)
+    save_graph(problem, out)
+    click.echo(f"{out}: {problem.n} nodes, {problem.m} edges, {doc['meta']['total_flops']:.4g} FLOPs, "
+               f"total work {problem.work.sum():.6g} us on {chip}")
+
+
+@import_.command("torch")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--chip", required=True, help="Shipped chip profile name (e.g. a100-sxm-80gb) or a profile file.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Graph file (.json or .json.gz).")
+@_user_errors
+def import_torch_cmd(program: str, chip: str, out: str) -> None:
+    """Import PROGRAM (saved by torch.export.save, static shapes) with per-op roofline costs on --chip."""
+    from problems.chip import load_chip
+    from problems.pipeline.importers.torch_export import import_torch
+
+    profile = load_chip(chip)
+    _save_imported(program, out, profile.name, *import_torch(program, profile))
 
 
 @main.command("report")

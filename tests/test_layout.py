@@ -75,7 +75,28 @@ def test_the_code_imports_only_declared_third_party_packages() -> None:
     own = {"engine", "problems", "actors", "cluster", "launch"}
     files = [p for pkg in own - {"launch"} for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "launch.py"]
     used = set().union(*(_imports(p) for p in files)) - own - set(sys.stdlib_module_names)
-    assert sorted(used - set(_declared_dependencies())) == []
+    assert sorted(used - set(_declared_dependencies()) - set(_optional_extras())) == []
+
+
+def _optional_extras() -> list[str]:
+    """Packages of the optional extras that name one package each (``onnx``, ``torch``)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return [name for name, reqs in extras.items() if len(reqs) == 1 and reqs[0].lower().startswith(name)]
+
+
+def test_optional_extras_are_imported_only_where_used() -> None:
+    # a module-level import of an optional package would break the core for users without it
+    own = {"engine", "problems", "actors", "cluster"}
+    files = [p for pkg in own for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "launch.py"]
+    optional = set(_optional_extras())
+    assert optional >= {"onnx", "torch"}
+    top = {str(p.relative_to(ROOT)): {a.name.split(".")[0] for n in ast.parse(p.read_text()).body
+                                      if isinstance(n, ast.Import) for a in n.names}
+           | {n.module.split(".")[0] for n in ast.parse(p.read_text()).body
+              if isinstance(n, ast.ImportFrom) and n.module and n.level == 0} for p in files}
+    assert {f: sorted(m & optional) for f, m in top.items() if m & optional} == {}
 
 
 def test_the_cluster_configs_install_every_declared_dependency() -> None:

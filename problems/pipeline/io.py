@@ -4,7 +4,8 @@ Format::
 
     {"graph": {"name": str,
                "nodes": {"names": [str] (optional), "work": [float],
-                         "size_param": [int], "size_out": [int]},
+                         "size_param": [int], "size_out": [int],
+                         "ops": [object | null] (optional, per-node op metadata)},
                "edges": [[u, v], ...]},
      "bandwidth": float > 0,
      "memory": int >= 0 | null,
@@ -45,6 +46,41 @@ def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | 
         if x < 0:
             raise InputError(f"{path}: {field}[{i}]: negative ({x})")
     return value
+
+
+_OP_KINDS = ("gemm", "conv", "elementwise", "reduction", "norm", "softmax", "pool", "embedding", "view", "other",
+             "unknown")
+
+
+def _ops_list(path: Path, ops: Any, n: int) -> tuple[dict[str, Any] | None, ...] | None:
+    """Light check of ``graph.nodes.ops`` (importer metadata): shape, names, kinds, FLOPs and bytes."""
+    if ops is None:
+        return None
+    if not isinstance(ops, list) or len(ops) != n:
+        raise InputError(f"{path}: graph.nodes.ops: expected a list of {n} entries (one per node)")
+    seen: set[str] = set()
+    for i, op in enumerate(ops):
+        if op is None:
+            continue
+        f = f"graph.nodes.ops[{i}]"
+        if not isinstance(op, dict):
+            raise InputError(f"{path}: {f}: expected an object or null")
+        for key in ("name", "op"):
+            if not isinstance(op.get(key), str):
+                raise InputError(f"{path}: {f}.{key}: expected a string")
+        if op["name"] in seen:
+            raise InputError(f"{path}: {f}.name: {op['name']!r} is not unique")
+        seen.add(op["name"])
+        if "kind" in op and op["kind"] not in _OP_KINDS:
+            raise InputError(f"{path}: {f}.kind: expected one of {', '.join(_OP_KINDS)}, got {json.dumps(op['kind'])}")
+        for key in ("inputs", "outputs"):
+            if key in op and not isinstance(op[key], list):
+                raise InputError(f"{path}: {f}.{key}: expected a list")
+        for key in ("flops", "bytes"):
+            x = op.get(key, 0)
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                raise InputError(f"{path}: {f}.{key}: expected a finite number >= 0, got {json.dumps(x)}")
+    return tuple(ops)
 
 
 def find_cycle(n: int, edges: np.ndarray) -> list[int] | None:
@@ -107,6 +143,7 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
         if not isinstance(names, list) or len(names) != n:
             raise InputError(f"{path}: graph.nodes.names: expected a list of {n} names")
         names = tuple(str(x) for x in names)
+    ops = _ops_list(path, nodes.get("ops"), n)
     raw_edges = g.get("edges")
     if not isinstance(raw_edges, list):
         raise InputError(f"{path}: graph.edges: missing or not a list")
@@ -144,7 +181,7 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
         size_param=np.array([int(x) for x in size_param], dtype=np.int64),
         size_out=np.array([int(x) for x in size_out], dtype=np.int64),
         edges=edges, bandwidth=float(bw), memory=mem, names=names,
-        meta=meta if isinstance(meta, dict) else {"meta": meta})
+        meta=meta if isinstance(meta, dict) else {"meta": meta}, ops=ops)
 
 
 def load_graph(path: str | Path) -> PipelineProblem:
@@ -159,6 +196,8 @@ def problem_to_dict(problem: PipelineProblem) -> dict[str, Any]:
                              "size_out": problem.size_out.tolist()}
     if problem.names is not None:
         nodes = {"names": list(problem.names), **nodes}
+    if problem.ops is not None:
+        nodes["ops"] = list(problem.ops)
     return {"graph": {"name": problem.name, "nodes": nodes, "edges": problem.edges.tolist()},
             "bandwidth": problem.bandwidth, "memory": problem.memory, "meta": dict(problem.meta)}
 

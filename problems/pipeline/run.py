@@ -86,7 +86,7 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
     """The ``result.json`` document (schema in the README)."""
     inc = coord.incumbent
     bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
-    return {
+    doc = {
         "problem": "pipeline",
         "graph": problem.name,
         "k": k,
@@ -102,6 +102,14 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
         "elapsed_s": round(elapsed_s, 3),
         "stopped_because": stopped_because,
     }
+    if inc is not None:  # per-stage ops, modules and cost terms, re-scored by the exact evaluator
+        from problems.pipeline.evaluate import evaluate
+        from problems.pipeline.plan import split_spec, stage_plan
+
+        ev = evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
+        doc["stages"] = stage_plan(problem, ev)
+        doc.update(split_spec(problem, ev))
+    return doc
 
 
 # ---------------------------------------------------------------------------------- bounds
