@@ -1,0 +1,68 @@
+"""The command line when files cannot be written or a run directory is reused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from launch import main
+from problems.pipeline.evaluate import evaluate
+from problems.pipeline.generators import regal_like
+from problems.pipeline.io import load_graph, save_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_an_unwritable_run_dir_still_prints_the_best_result(tmp_path: Path) -> None:
+    # k = 2 on this graph: the exact MIP proves it in the head start, before Ray would start
+    g = tmp_path / "g.json"
+    save_graph(regal_like(5, n=24, family="sbm"), g)
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a directory below a regular file cannot be created, even by root
+    out = tmp_path / "out.json"
+    res = subprocess.run([sys.executable, str(ROOT / "launch.py"), "pipeline", "solve", str(g), "-k", "2",
+                          "--time-limit", "60", "--quiet", "--run-dir", str(blocker / "rd"), "--out", str(out)],
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning: cannot write ")]
+    assert len(warnings) == 1 and str(blocker / "rd") in warnings[0]  # one line for the whole run dir
+    doc = json.loads(out.read_text())
+    assert f"objective {doc['objective']:.6g}" in res.stdout
+    ev = evaluate(load_graph(g), doc["blocks"], doc["order"], k=2)
+    assert ev.objective == doc["objective"]
+
+
+def test_an_unwritable_out_file_is_one_line_and_the_result_is_printed(tmp_path: Path) -> None:
+    from tests.problems.intraop.test_cli import EXAMPLE
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    res = CliRunner().invoke(main, ["intraop", "solve", EXAMPLE, "--in-process", "--time-limit", "1",
+                                                    "--out", str(blocker / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["cost"] == 445
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"warning: cannot write {blocker / 'r.json'}: ")
+
+
+def test_reusing_a_run_dir_without_resume_is_refused(tmp_path: Path) -> None:
+    g = tmp_path / "g.json"
+    save_graph(regal_like(5, n=24, family="sbm"), g)
+    rd = tmp_path / "rd"
+    rd.mkdir()
+    (rd / "config.json").write_text("{}")
+    for problem, args in (("pipeline", [str(g), "-k", "2"]), ("intraop", [])):
+        if problem == "intraop":
+            from tests.problems.intraop.test_cli import EXAMPLE
+            args = [EXAMPLE]
+        res = CliRunner().invoke(main, [problem, "solve", *args, "--run-dir", str(rd)])
+        assert res.exit_code == 2, res.output
+        assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: --run-dir: ")
+        assert str(rd) in res.stderr and "--resume" in res.stderr
+    assert (rd / "config.json").read_text() == "{}"  # untouched
