@@ -128,8 +128,8 @@ def extended_head_start(time_limit_s: float) -> float:
 
 
 def _ray_started() -> bool:
-    ray = sys.modules.get("ray")  # not imported yet: certainly not started
-    return ray is not None and ray.is_initialized()
+    ray = sys.modules.get("ray")  # not imported yet (or only partly, if interrupted): certainly not started
+    return ray is not None and hasattr(ray, "is_initialized") and ray.is_initialized()
 
 
 #: ``ray_used`` is set once a run in this process has connected to Ray: Ray's native threads outlive
@@ -246,21 +246,22 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
                 config["head_start_extended_to_s"] = prelude.extended_to
             if reason is not None:
                 return _finish_prelude(prelude, reason)
-    # Ray is imported only now, so that the head-start job above was forked without
-    # waiting for it
-    import ray
-
-    from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
-    from cluster.connect import connect
-
     try:
+        # Ray is imported only now, so that the head-start job above was forked without
+        # waiting for it; the import takes a second, and Ctrl-C then must not lose the result
+        import ray
+
+        from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
+        from cluster.connect import connect
+
         _PROCESS["ray_used"] = True  # from the attempt on: a failed start may leave threads as well
         resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
                             namespace=namespace)
     except KeyboardInterrupt:
         if prelude is None:
             raise
-        ray.shutdown()  # whatever of Ray had started
+        if _ray_started():
+            sys.modules["ray"].shutdown()  # whatever of Ray had started
         return _finish_prelude(prelude, "interrupted")  # the driver still holds the whole state
     except BaseException:
         if prelude is not None:

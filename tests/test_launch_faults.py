@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from launch import main
@@ -66,3 +69,39 @@ def test_reusing_a_run_dir_without_resume_is_refused(tmp_path: Path) -> None:
         assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: --run-dir: ")
         assert str(rd) in res.stderr and "--resume" in res.stderr
     assert (rd / "config.json").read_text() == "{}"  # untouched
+
+
+def _interrupted(tmp_path: Path, args: list[str], out: Path, after_s: float) -> subprocess.CompletedProcess:
+    """Run ``launch.py ARGS`` in its own process group and press Ctrl-C (SIGINT to the whole
+    group, as a terminal does) ``after_s`` seconds after ``out`` first appears."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        t_end = time.monotonic() + 60
+        while not out.exists() and proc.poll() is None and time.monotonic() < t_end:
+            time.sleep(0.05)
+        time.sleep(after_s)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+@pytest.mark.mip
+def test_ctrl_c_during_a_cpsat_bound_keeps_the_in_process_pipeline_result(tmp_path: Path) -> None:
+    # CP-SAT's own SIGINT handler used to abort the process (std::bad_function_call) when the
+    # bound job's solve ran in a thread, losing the best partition
+    g = tmp_path / "g.json"
+    save_graph(regal_like(3, n=120, family="sbm"), g)  # k = 8: the bottleneck MIP runs for seconds
+    out = tmp_path / "out.json"
+    res = _interrupted(tmp_path, ["pipeline", "solve", str(g), "-k", "8", "--in-process", "--time-limit", "60",
+                                  "--quiet", "--out", str(out)], out, 1.0)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["stopped_because"] == "interrupted" and doc["elapsed_s"] < 30
+    assert f"objective {doc['objective']:.6g}" in res.stdout and "stopped: interrupted" in res.stdout
+    ev = evaluate(load_graph(g), doc["blocks"], doc["order"], k=8)
+    assert ev.objective == doc["objective"]
