@@ -15,17 +15,16 @@ distributed driver can wrap the same :class:`~problems.intraop.penalty.PenaltySe
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from queue import Empty, Queue
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
+from engine.local_runner import sigint_held
 from engine.records import Bound, Incumbent, relative_gap
 from problems.intraop import repair as greedy
 from problems.intraop.evaluate import evaluate
@@ -188,7 +187,7 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
             interrupted = True
             best.stop.set()
         finally:
-            with _sigint_held():  # the searches end within a slice; their best must not be lost meanwhile
+            with sigint_held():  # the searches end within a slice; their best must not be lost meanwhile
                 pool.shutdown(wait=True, cancel_futures=True)
         settled = proof is not None and best.inc is not None and proof.value == best.inc.cost
         if not interrupted and not settled:
@@ -297,19 +296,6 @@ def _search(prep: Prepared, best: _Best, pool: ThreadPoolExecutor, searches: lis
         if seeded is not None:
             seeded.result()
     return proof, ranked[:workers]
-
-
-@contextlib.contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Ignore Ctrl-C while the block runs (main thread only: elsewhere signals cannot be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _exact_unconstrained(prep: Prepared) -> bool:
