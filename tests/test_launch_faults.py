@@ -71,9 +71,11 @@ def test_reusing_a_run_dir_without_resume_is_refused(tmp_path: Path) -> None:
     assert (rd / "config.json").read_text() == "{}"  # untouched
 
 
-def _interrupted(tmp_path: Path, args: list[str], out: Path, after_s: float) -> subprocess.CompletedProcess:
+def _interrupted(tmp_path: Path, args: list[str], out: Path, after_s: float
+                 ) -> tuple[subprocess.CompletedProcess, dict | None]:
     """Run ``launch.py ARGS`` in its own process group and press Ctrl-C (SIGINT to the whole
-    group, as a terminal does) ``after_s`` seconds after ``out`` first appears."""
+    group, as a terminal does) ``after_s`` seconds after ``out`` first appears. Returns the
+    finished process and ``out``'s first content (None if it did not appear within 60 s)."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -81,13 +83,14 @@ def _interrupted(tmp_path: Path, args: list[str], out: Path, after_s: float) -> 
         t_end = time.monotonic() + 60
         while not out.exists() and proc.poll() is None and time.monotonic() < t_end:
             time.sleep(0.05)
+        first = json.loads(out.read_text()) if out.exists() else None
         time.sleep(after_s)
         os.killpg(proc.pid, signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), first
 
 
 @pytest.mark.mip
@@ -97,11 +100,36 @@ def test_ctrl_c_during_a_cpsat_bound_keeps_the_in_process_pipeline_result(tmp_pa
     g = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), g)  # k = 8: the bottleneck MIP runs for seconds
     out = tmp_path / "out.json"
-    res = _interrupted(tmp_path, ["pipeline", "solve", str(g), "-k", "8", "--in-process", "--time-limit", "60",
-                                  "--quiet", "--out", str(out)], out, 1.0)
+    res, _ = _interrupted(tmp_path, ["pipeline", "solve", str(g), "-k", "8", "--in-process", "--time-limit", "60",
+                                     "--quiet", "--out", str(out)], out, 1.0)
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["stopped_because"] == "interrupted" and doc["elapsed_s"] < 30
     assert f"objective {doc['objective']:.6g}" in res.stdout and "stopped: interrupted" in res.stdout
     ev = evaluate(load_graph(g), doc["blocks"], doc["order"], k=8)
     assert ev.objective == doc["objective"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ctrl_c_on_ray_keeps_the_result_and_rewrites_out(tmp_path: Path) -> None:
+    from problems.intraop.evaluate import evaluate as evaluate_intraop
+    from problems.intraop.generators import random_instance
+    from problems.intraop.io import problem_to_dict
+
+    p = random_instance(400, 1, max_k=4, limit_quantile=0.3)
+    inst = tmp_path / "inst.json"
+    inst.write_text(json.dumps(problem_to_dict(p)))
+    out = tmp_path / "out.json"
+    # --out appears at the first improvement, which on Ray comes from a worker: the driver's
+    # main loop is running when the whole process group gets SIGINT
+    res, first = _interrupted(tmp_path, ["intraop", "solve", str(inst), "--time-limit", "120", "--quiet",
+                                         "--out", str(out), "--run-dir", str(tmp_path / "rd")], out, 1.0)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert first is not None and first["stopped_because"] == "running"  # written during the run
+    doc = json.loads(res.stdout)
+    assert doc["stopped_because"] == "interrupted" and doc["elapsed_s"] < 100
+    assert json.loads(out.read_text()) == doc
+    assert json.loads((tmp_path / "rd" / "result.json").read_text())["stopped_because"] == "interrupted"
+    ev = evaluate_intraop(p, doc["solution"])
+    assert ev.feasible and ev.cost == doc["cost"]
