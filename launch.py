@@ -20,6 +20,7 @@ from engine.errors import InputError
 from engine.persist import WriteFailures
 
 #: a failed write of an output file is one line on stderr; the command goes on and prints its result
+#: (one reporter per command: :func:`main` renews it)
 _OUT_WRITES = WriteFailures(emit=lambda line: click.echo(line, err=True))
 
 
@@ -45,6 +46,8 @@ def _write_json(path: str | None, doc: dict[str, Any]) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """gapstop: partition ML computation graphs and certify how good the answer is."""
+    global _OUT_WRITES
+    _OUT_WRITES = WriteFailures(emit=lambda line: click.echo(line, err=True))
 
 
 # ----------------------------------------------------------------------------- pipeline
