@@ -84,8 +84,8 @@ class _Best:
 
     Every offered solution is re-scored by the exact evaluator (the searches' own
     costs are never trusted); an infeasible or malformed one is counted in
-    :attr:`rejected` and dropped. ``stop`` is set on Ctrl-C: every loop of the run
-    checks it, so the threads end within one search slice.
+    :attr:`rejected` and dropped. ``stop`` is set when the searches must end (Ctrl-C, a
+    failure): every loop of the run checks it, so the threads end within one search slice.
     """
 
     def __init__(self, problem: IntraopProblem, t0: float,
@@ -187,7 +187,8 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
             interrupted = True
             best.stop.set()
         finally:
-            with sigint_held():  # the searches end within a slice; their best must not be lost meanwhile
+            best.stop.set()  # whatever ended the searches (a failure too), none runs on to the deadline
+            with sigint_held():  # they end within a slice; their best must not be lost meanwhile
                 pool.shutdown(wait=True, cancel_futures=True)
         settled = proof is not None and best.inc is not None and proof.value == best.inc.cost
         if not interrupted and not settled:
