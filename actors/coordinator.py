@@ -125,7 +125,7 @@ class CoordinatorActor:
     def poll(self) -> dict[str, Any]:
         """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds,
         worker nodes, whether search workers are held, and the run directory's failed
-        writes (one line per file; on Ray the driver prints them: an actor's stderr is not shown)."""
+        writes (one line per directory; on Ray the driver prints them: an actor's stderr is not shown)."""
         with self.lock:
             return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
                     "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
