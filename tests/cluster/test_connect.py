@@ -87,6 +87,7 @@ def test_address_decoding_matches_hand_computed_values() -> None:
 def test_local_ray_listens_on_loopback_only() -> None:
     if ray.is_initialized():
         ray.shutdown()
+    before = _descendants(os.getpid()) - {os.getpid()}  # left over by earlier tests: not this Ray's
     try:
         connect(None, 1, namespace="loopback-test")
 
@@ -95,7 +96,7 @@ def test_local_ray_listens_on_loopback_only() -> None:
             return os.getpid()
 
         ray.get(ping.remote())  # a worker process, with its own servers, is up as well
-        addrs = _listening(set().union(*(_socket_inodes(p) for p in _descendants(os.getpid()))))
+        addrs = _listening(set().union(*(_socket_inodes(p) for p in _descendants(os.getpid()) - before)))
     finally:
         ray.shutdown()
     assert len(addrs) >= 3, addrs  # GCS, raylet, a worker at least: the check saw Ray's processes
