@@ -390,7 +390,8 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
             start_search(i)
 
     reason = "interrupted" if interrupted[0] else None
-    shown: set[str] = set()
+    # the head start's failures were printed in this process already
+    shown: set[str] = set(prelude.local.rundir.write_failures.lines) if prelude is not None else set()
     try:
         while reason is None:
             if prelude is not None:
