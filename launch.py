@@ -17,7 +17,11 @@ from typing import Any, Callable
 import click
 
 from engine.errors import InputError
-from engine.persist import write_json_atomic
+from engine.persist import WriteFailures
+
+#: a failed write of an output file is one line on stderr; the command goes on and prints its result
+#: (one reporter per command: :func:`main` renews it)
+_OUT_WRITES = WriteFailures(emit=lambda line: click.echo(line, err=True))
 
 
 def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -36,12 +40,14 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _write_json(path: str | None, doc: dict[str, Any]) -> None:
     if path:
-        write_json_atomic(path, doc)
+        _OUT_WRITES.write_json(path, doc)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """gapstop: partition ML computation graphs and certify how good the answer is."""
+    global _OUT_WRITES
+    _OUT_WRITES = WriteFailures(emit=lambda line: click.echo(line, err=True))
 
 
 # ----------------------------------------------------------------------------- pipeline
@@ -126,7 +132,7 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
 
 def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
                 seed: int, run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                cpus_per_worker: float, quiet: bool, bounds: bool = True) -> dict[str, Any]:
+                cpus_per_worker: float, quiet: bool, bounds: bool = True, out: str | None = None) -> dict[str, Any]:
     from actors.runner import run
     from engine.persist import default_run_dir
 
@@ -135,7 +141,7 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
     try:
         doc = run(problem_name, path, params, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
                   run_dir=rd, resume=resume is not None, address=address, workers=workers,
-                  cpus_per_worker=cpus_per_worker, bounds=bounds, progress=show)
+                  cpus_per_worker=cpus_per_worker, bounds=bounds, progress=show, out_path=out)
     except ConnectionError as e:
         raise InputError(f"--address: cannot connect to Ray at {address!r}: {e}") from None
     if show is not None and sys.stderr.isatty():
@@ -191,8 +197,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         load_graph(graph)  # fail fast on bad input, before starting Ray
         doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=time_limit, target_gap=target_gap, seed=seed,
                           run_dir=run_dir, resume=resume, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds)
-        _write_json(out, doc)
+                          cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds, out=out)
     _print_pipeline_result(doc)
     if doc["objective"] is None:
         sys.exit(1)
@@ -317,11 +322,11 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
                     workers=workers or max(1, os.cpu_count() or 1), on_improvement=save if out else None)
         doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+        _write_json(out, doc)
     else:
         doc = _run_on_ray("intraop", instance, {}, time_limit=time_limit, target_gap=target_gap, seed=seed,
                           run_dir=run_dir, resume=resume, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, quiet=quiet)
-    _write_json(out, doc)
+                          cpus_per_worker=cpus_per_worker, quiet=quiet, out=out)
     if fmt == "contest":
         if doc["solution"] is not None:
             click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")

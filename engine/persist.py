@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import os
+import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.errors import InputError
 
@@ -18,8 +21,59 @@ def write_json_atomic(path: str | Path, doc: dict[str, Any]) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(p)
+    try:
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(p)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk: do not leave half a file behind
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+class WriteFailures:
+    """Write failures (full disk, read-only or missing directory) as one line each, not as a crash.
+
+    A run must not lose its best result because a file could not be written: callers
+    write through :meth:`write_json` (or call :meth:`failed` from their own ``except
+    OSError``) and go on. The first failure in each directory is one line,
+    ``warning: cannot write FILE: REASON; the run goes on``, passed to ``emit`` (default:
+    stderr) and kept in :attr:`lines`; later failures there (a full disk or a read-only run
+    directory fails every file in it) are only counted. Thread-safe.
+    """
+
+    def __init__(self, emit: Callable[[str], None] | None = None) -> None:
+        self.lines: list[str] = []
+        self.count = 0
+        self._dirs: set[str] = set()
+        self._lock = threading.Lock()
+        self._emit = emit if emit is not None else _to_stderr
+
+    def failed(self, path: str | Path, error: OSError) -> None:
+        with self._lock:
+            self.count += 1
+            where = str(Path(path).parent)
+            if where in self._dirs:
+                return
+            self._dirs.add(where)
+            line = f"warning: cannot write {path}: {error.strerror or error}; the run goes on"
+            self.lines.append(line)
+        self._emit(line)
+
+    def write_json(self, path: str | Path, doc: dict[str, Any]) -> bool:
+        """:func:`write_json_atomic`; False (and reported) if it failed."""
+        try:
+            write_json_atomic(path, doc)
+            return True
+        except OSError as e:
+            self.failed(path, e)
+            return False
+
+
+def _to_stderr(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr itself is gone: nothing more can be said
+        pass
 
 
 def parse_json_bytes(path: str | Path, raw: bytes) -> Any:

@@ -365,6 +365,9 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
     solver.parameters.num_workers = int(num_workers)
     solver.parameters.random_seed = int(random_seed)
+    # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
+    # in a thread (std::bad_function_call), losing the run's best result
+    solver.parameters.catch_sigint_signal = False
     # The LP of this formulation is weak (fractional y zero out the cut costs); the
     # extra cuts of level 2 visibly raise the proven bound of the exact model.
     solver.parameters.linearization_level = 2

@@ -268,7 +268,7 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     Returns the final result document.
     """
     from engine.local_runner import run_threads
-    from engine.persist import write_json_atomic
+    from engine.persist import WriteFailures
     from engine.stopping import Clock, standard
     from problems.pipeline.closed_form import simple_bound
     # loaded before the clock starts (on a new machine their kernels compile for seconds)
@@ -277,10 +277,11 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
 
     clock = Clock()
     holder: dict[str, Coordinator] = {}
+    writes = WriteFailures()  # a failed write is one line on stderr; the searches go on
 
     def persist(_: Any) -> None:
         if out_path:
-            write_json_atomic(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed()))
+            writes.write_json(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed()))
 
     coord = Coordinator(PipelineEvaluator(problem, k), standard(target_gap, time_limit_s), clock,
                         on_incumbent=persist)
@@ -297,5 +298,5 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     if stats.errors:
         doc["worker_errors"] = stats.errors
     if out_path:
-        write_json_atomic(out_path, doc)
+        writes.write_json(out_path, doc)
     return doc
