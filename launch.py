@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -113,15 +114,23 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: Longest --time-limit accepted (seconds, about 116 days): waits on far longer timeouts overflow.
+MAX_TIME_LIMIT_S = 1e7
+
+
+def _check_time_limit(time_limit: float) -> None:
+    if not 0 < time_limit <= MAX_TIME_LIMIT_S:  # also refuses nan
+        raise InputError(f"--time-limit: must be > 0 and at most {MAX_TIME_LIMIT_S:g} seconds, got {time_limit}")
+
+
 def _check_run_options(target_gap: float, time_limit: float, workers: int | None, cpus_per_worker: float) -> None:
     if not 0 <= target_gap < 1:
         raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    _check_time_limit(time_limit)
     if workers is not None and workers < 1:
         raise InputError(f"--workers: must be >= 1, got {workers}")
-    if cpus_per_worker <= 0:
-        raise InputError(f"--cpus-per-worker: must be > 0, got {cpus_per_worker}")
+    if not 0 < cpus_per_worker < math.inf:  # also refuses nan
+        raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
 
 
 def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
@@ -158,15 +167,16 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     Runs on Ray (started locally unless --address is given) and leaves a run directory
     with result.json, best_solution.json, events.parquet and a checkpoint.
     """
-    from problems.pipeline.io import load_graph
+    from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    problem = load_graph(graph)  # fail fast on bad input, before starting Ray
+    check_stages(problem, k)
     if in_process:
         from problems.pipeline.run import solve_local
 
-        problem = load_graph(graph)
         holder: dict[str, Any] = {}
         show = _status_printer(quiet)
 
@@ -182,7 +192,6 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
-        load_graph(graph)  # fail fast on bad input, before starting Ray
         doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=time_limit, target_gap=target_gap, seed=seed,
                           run_dir=run_dir, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds)
@@ -204,11 +213,13 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str | None) -> None:
     """Compute one lower bound on the optimal bottleneck of GRAPH with K stages."""
     from problems.pipeline.bounds import lower_bound
-    from problems.pipeline.io import load_graph
+    from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
+    _check_time_limit(time_limit)
     problem = load_graph(graph)
+    check_stages(problem, k)
     # the MIP methods solve with one CP-SAT worker per core (CP-SAT's portfolio needs >= 2)
     kw = {} if method in ("simple", "spectral") else {"num_workers": max(2, os.cpu_count() or 1)}
     b = lower_bound(problem, k, method, time_limit, **kw)
@@ -327,8 +338,7 @@ def intraop_bound(instance: str, method: str, time_limit: float, out: str | None
     from problems.intraop.bounds import lower_bound
     from problems.intraop.io import load_problem
 
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    _check_time_limit(time_limit)
     problem = load_problem(instance)
     # value null: nothing proven, or (status "infeasible") no feasible solution exists
     doc = {"problem": "intraop", "instance": problem.name,
