@@ -18,7 +18,7 @@ from typing import Any, Callable
 import click
 
 from engine.errors import InputError
-from engine.persist import write_json_atomic
+from engine.persist import read_json_file, write_json_atomic
 
 
 def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -239,10 +239,10 @@ def pipeline_evaluate(graph: str, result: str) -> None:
     from problems.pipeline.io import load_graph
 
     problem = load_graph(graph)
+    doc = read_json_file(result)  # size and nesting limits as for input graphs
     try:
-        doc = json.loads(Path(result).read_text())
         blocks, order = doc["blocks"], doc.get("order")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
     ev = evaluate(problem, blocks, order, k=doc.get("k"))
     click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
@@ -313,10 +313,10 @@ def intraop_evaluate(instance: str, solution: str) -> None:
     from problems.intraop.io import load_problem
 
     problem = load_problem(instance)
+    doc = read_json_file(solution)  # size and nesting limits as for instances
     try:
-        doc = json.loads(Path(solution).read_text())
         sol = doc["solution"] if isinstance(doc, dict) else doc
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except KeyError as e:
         raise InputError(f"{solution}: not a result file or a list of strategy indices ({e})") from None
     if not isinstance(sol, list) or not all(type(s) is int for s in sol):
         raise InputError(f"{solution}: solution: expected a list of integers")
