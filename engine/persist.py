@@ -67,8 +67,9 @@ def parse_json_bytes(path: str | Path, raw: bytes) -> Any:
     """Parse JSON bytes, gunzipping them first if they start with the gzip magic.
 
     Raises:
-        InputError: one line naming ``path``: not gzip, not JSON, larger than
-            :func:`max_input_bytes` once decompressed, or nested too deeply to parse.
+        InputError: one line naming ``path``: not gzip, not JSON (an integer of more
+            digits than Python converts counts as such), larger than :func:`max_input_bytes`
+            once decompressed, or nested too deeply to parse.
     """
     cap = max_input_bytes()
     try:
@@ -77,10 +78,12 @@ def parse_json_bytes(path: str | Path, raw: bytes) -> Any:
         if len(raw) > cap:
             raise InputError(f"{path}: larger than {_limit(cap)}")
         return json.loads(raw)
+    except InputError:
+        raise
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{path}: not a valid gzip file: {e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON: {e}") from None
+    except ValueError as e:  # also UnicodeDecodeError, and Python's cap on an integer's digits
+        raise InputError(f"{path}: not valid JSON: {str(e).split(';')[0]}") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply to parse") from None
 

@@ -176,6 +176,22 @@ def test_deeply_nested_json_is_one_line(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize("problem", ["pipeline", "intraop"])
+def test_integer_of_too_many_digits_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                problem: str) -> None:
+    """Python refuses to convert integers of more than 4300 digits while parsing."""
+    monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
+    huge = "9" * 5000
+    if problem == "pipeline":
+        text = json.dumps(_graph([1, 1, 1])).replace('"memory": null', f'"memory": {huge}')
+    else:
+        text = EXAMPLE.read_text().replace('"usage_limit": 50', f'"usage_limit": {huge}')
+    assert huge in text
+    f = _write(tmp_path, text, "digits.json")
+    _one_error_line(CliRunner().invoke(main, _commands(f, tmp_path)[problem == "intraop"]), str(f),
+                    "not valid JSON")
+
+
+@pytest.mark.parametrize("problem", ["pipeline", "intraop"])
 @pytest.mark.parametrize("gz", [True, False])
 def test_input_above_the_size_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: str,
                                                gz: bool) -> None:
