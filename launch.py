@@ -116,6 +116,8 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 #: Longest --time-limit accepted (seconds, about 116 days): waits on far longer timeouts overflow.
 MAX_TIME_LIMIT_S = 1e7
+#: Most --workers (and --islands) accepted: each is a thread or an actor with its own search state.
+MAX_WORKERS = 4096
 
 
 def _check_time_limit(time_limit: float) -> None:
@@ -127,8 +129,8 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
     if not 0 <= target_gap < 1:
         raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
     _check_time_limit(time_limit)
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers: must be >= 1, got {workers}")
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"--workers: must be in [1, {MAX_WORKERS}], got {workers}")
     if not 0 < cpus_per_worker < math.inf:  # also refuses nan
         raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
 
@@ -172,6 +174,8 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if not 1 <= islands <= MAX_WORKERS:
+        raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
     check_stages(problem, k)
     if in_process:

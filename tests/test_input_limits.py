@@ -158,6 +158,15 @@ def test_cpus_per_worker_must_be_a_positive_finite_number(tmp_path: Path, value:
     _one_error_line(res, "--cpus-per-worker")
 
 
+@pytest.mark.parametrize("option,value", [("--islands", "0"), ("--islands", "-3"), ("--islands", "5000"),
+                                          ("--workers", "5000")])
+def test_thread_counts_are_limited(tmp_path: Path, option: str, value: str) -> None:
+    graph = _write(tmp_path, _graph([1, 1, 1]))
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(graph), "-k", "2", "--in-process", "--no-bounds",
+                                    "--quiet", "--time-limit", "1", option, value])
+    _one_error_line(res, option, "[1, 4096]")
+
+
 # ------------------------------------------------------------------- documents: size, depth
 def _commands(f: Path, tmp_path: Path) -> list[list[str]]:
     return [["pipeline", "bound", str(f), "-k", "2", "--method", "simple"],
