@@ -96,6 +96,22 @@ def test_sizes_at_the_limit_are_scored_exactly(tmp_path: Path) -> None:
     assert costs == [2.0 + 2**62 / 2.0**40, 1.0 + 2**62 / 2.0**40]
 
 
+@pytest.mark.mip
+@pytest.mark.parametrize("method", ["simple", "bottleneck", "bottleneck-no-io", "guess-the-bottleneck", "exact"])
+def test_memory_at_the_limit_bounds_below_brute_force(tmp_path: Path, method: str) -> None:
+    """M = 2^62 with tiny sizes: the MIPs' scaled memory allowance once passed int64."""
+    from problems.pipeline.io import load_graph
+    from tests.problems.pipeline.reference import brute_force
+
+    f = _write(tmp_path, _graph([1, 1, 1, 1], work=[1.0, 2.0, 3.0, 4.0], size_param=[1, 1, 1, 1], memory=2**62))
+    opt = brute_force(load_graph(f), 2)
+    assert opt == 7.0   # {0, 1, 2} | {3}: 6 + 1 sent, 4 + 1 received
+    res = CliRunner().invoke(main, ["pipeline", "bound", str(f), "-k", "2", "--method", method, "--time-limit", "10"])
+    assert res.exit_code == 0, res.output
+    value = json.loads(res.stdout)["value"]
+    assert 0 < value <= opt
+
+
 # ------------------------------------------------------------------------------------ stages
 def test_k_above_the_maximum_is_refused(tmp_path: Path) -> None:
     f = _write(tmp_path, _graph([1, 1, 1]))
