@@ -156,7 +156,7 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
 
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
@@ -207,7 +207,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 
 @pipeline.command("bound")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
 @click.option("--method", required=True,
               type=click.Choice(["simple", "spectral", "bottleneck", "bottleneck-no-dag", "bottleneck-no-io",
                                  "guess-the-bottleneck", "exact"]))
