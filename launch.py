@@ -363,7 +363,7 @@ def report(run_dir: str) -> None:
         doc = json.loads((p / "result.json").read_text())
     except OSError:
         raise InputError(f"{p / 'result.json'}: no result in this run directory") from None
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise InputError(f"{p / 'result.json'}: unreadable ({e})") from None
     obj, lb = doc.get("objective", doc.get("cost")), doc.get("lower_bound")
     gap = doc.get("gap")

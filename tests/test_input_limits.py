@@ -189,15 +189,18 @@ def _commands(f: Path, tmp_path: Path) -> list[list[str]]:
             ["intraop", "bound", str(f), "--method", "trivial"]]
 
 
-@pytest.mark.parametrize("which", ["graph", "instance", "result", "solution"])
+@pytest.mark.parametrize("which", ["graph", "instance", "result", "solution", "run-dir"])
 def test_deeply_nested_json_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str) -> None:
     monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
     f = _write(tmp_path, "[" * 100_000 + "]" * 100_000, "nested.json")
     graph = _write(tmp_path, _graph([1, 1, 1]))
     cmd = {"graph": _commands(f, tmp_path)[0], "instance": _commands(f, tmp_path)[1],
            "result": ["pipeline", "evaluate", str(graph), str(f)],
-           "solution": ["intraop", "evaluate", str(EXAMPLE), str(f)]}[which]
-    _one_error_line(CliRunner().invoke(main, cmd), str(f), "nested too deeply")
+           "solution": ["intraop", "evaluate", str(EXAMPLE), str(f)],
+           "run-dir": ["report", str(tmp_path)]}[which]
+    if which == "run-dir":
+        f = f.rename(tmp_path / "result.json")
+    _one_error_line(CliRunner().invoke(main, cmd), str(f), "nested too deeply" if which != "run-dir" else "recursion")
 
 
 @pytest.mark.parametrize("problem", ["pipeline", "intraop"])
