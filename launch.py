@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any, Callable
 import click
 
 from engine.errors import InputError
-from engine.persist import WriteFailures
+from engine.persist import WriteFailures, read_json_file
 
 #: a failed write of an output file is one line on stderr; the command goes on and prints its result
 #: (one reporter per command: :func:`main` renews it)
@@ -119,15 +120,25 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: Longest --time-limit accepted (seconds, about 116 days): waits on far longer timeouts overflow.
+MAX_TIME_LIMIT_S = 1e7
+#: Most --workers (and --islands) accepted: each is a thread or an actor with its own search state.
+MAX_WORKERS = 4096
+
+
+def _check_time_limit(time_limit: float) -> None:
+    if not 0 < time_limit <= MAX_TIME_LIMIT_S:  # also refuses nan
+        raise InputError(f"--time-limit: must be > 0 and at most {MAX_TIME_LIMIT_S:g} seconds, got {time_limit}")
+
+
 def _check_run_options(target_gap: float, time_limit: float, workers: int | None, cpus_per_worker: float) -> None:
     if not 0 <= target_gap < 1:
         raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers: must be >= 1, got {workers}")
-    if cpus_per_worker <= 0:
-        raise InputError(f"--cpus-per-worker: must be > 0, got {cpus_per_worker}")
+    _check_time_limit(time_limit)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"--workers: must be in [1, {MAX_WORKERS}], got {workers}")
+    if not 0 < cpus_per_worker < math.inf:  # also refuses nan
+        raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
 
 
 def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
@@ -151,7 +162,7 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
 
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
@@ -167,18 +178,21 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     Runs on Ray (started locally unless --address is given) and leaves a run directory
     with result.json, best_solution.json, events.parquet and a checkpoint.
     """
-    from problems.pipeline.io import load_graph
+    from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if not 1 <= islands <= MAX_WORKERS:
+        raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
+    problem = load_graph(graph)  # fail fast on bad input, before starting Ray
+    check_stages(problem, k)
     if contiguous:
         _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
         return
     if in_process:
         from problems.pipeline.run import solve_local
 
-        problem = load_graph(graph)
         holder: dict[str, Any] = {}
         show = _status_printer(quiet)
 
@@ -194,7 +208,6 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
-        load_graph(graph)  # fail fast on bad input, before starting Ray
         doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=time_limit, target_gap=target_gap, seed=seed,
                           run_dir=run_dir, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds, out=out)
@@ -228,7 +241,7 @@ def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str
 
 @pipeline.command("bound")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
 @click.option("--method", required=True,
               type=click.Choice(["simple", "spectral", "bottleneck", "bottleneck-no-dag", "bottleneck-no-io",
                                  "guess-the-bottleneck", "exact"]))
@@ -238,11 +251,13 @@ def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str
 def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str | None) -> None:
     """Compute one lower bound on the optimal bottleneck of GRAPH with K stages."""
     from problems.pipeline.bounds import lower_bound
-    from problems.pipeline.io import load_graph
+    from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
+    _check_time_limit(time_limit)
     problem = load_graph(graph)
+    check_stages(problem, k)
     # the MIP methods solve with one CP-SAT worker per core (CP-SAT's portfolio needs >= 2)
     kw = {} if method in ("simple", "spectral") else {"num_workers": max(2, os.cpu_count() or 1)}
     b = lower_bound(problem, k, method, time_limit, **kw)
@@ -262,10 +277,10 @@ def pipeline_evaluate(graph: str, result: str) -> None:
     from problems.pipeline.io import load_graph
 
     problem = load_graph(graph)
+    doc = read_json_file(result)  # size and nesting limits as for input graphs
     try:
-        doc = json.loads(Path(result).read_text())
         blocks, order = doc["blocks"], doc.get("order")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
     ev = evaluate(problem, blocks, order, k=doc.get("k"))
     click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
@@ -392,10 +407,10 @@ def intraop_evaluate(instance: str, solution: str) -> None:
     from problems.intraop.io import load_problem
 
     problem = load_problem(instance)
+    doc = read_json_file(solution)  # size and nesting limits as for instances
     try:
-        doc = json.loads(Path(solution).read_text())
         sol = doc["solution"] if isinstance(doc, dict) else doc
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except KeyError as e:
         raise InputError(f"{solution}: not a result file or a list of strategy indices ({e})") from None
     if not isinstance(sol, list) or not all(type(s) is int for s in sol):
         raise InputError(f"{solution}: solution: expected a list of integers")
@@ -419,8 +434,7 @@ def intraop_bound(instance: str, method: str, time_limit: float, out: str | None
     from problems.intraop.bounds import lower_bound
     from problems.intraop.io import load_problem
 
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    _check_time_limit(time_limit)
     problem = load_problem(instance)
     # value null: nothing proven, or (status "infeasible") no feasible solution exists
     if max_table < 1:
@@ -492,7 +506,7 @@ def report(run_dir: str) -> None:
         doc = json.loads((p / "result.json").read_text())
     except OSError:
         raise InputError(f"{p / 'result.json'}: no result in this run directory") from None
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise InputError(f"{p / 'result.json'}: unreadable ({e})") from None
     obj, lb = doc.get("objective", doc.get("cost")), doc.get("lower_bound")
     gap = doc.get("gap")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -76,29 +78,93 @@ def _to_stderr(line: str) -> None:
         pass
 
 
+#: Largest input document accepted, in bytes after decompression (1 GiB, ten times the
+#: largest public contest instance): parsing holds several times this in Python objects, so
+#: a larger file, or a small gzip file that inflates past it, is refused before it exhausts
+#: memory. ``GAPSTOP_MAX_INPUT_BYTES`` overrides it.
+MAX_INPUT_BYTES = 1 << 30
+
+_CHUNK = 1 << 20
+
+
+def max_input_bytes() -> int:
+    """:data:`MAX_INPUT_BYTES`, or ``$GAPSTOP_MAX_INPUT_BYTES`` if set (a positive integer)."""
+    env = os.environ.get("GAPSTOP_MAX_INPUT_BYTES")
+    if env is None:
+        return MAX_INPUT_BYTES
+    try:
+        value = int(env)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"GAPSTOP_MAX_INPUT_BYTES: expected a positive integer, got {env!r}")
+    return value
+
+
+def _limit(cap: int) -> str:
+    return f"the input size limit of {cap} bytes (GAPSTOP_MAX_INPUT_BYTES)"
+
+
+def _gunzip_capped(path: str | Path, raw: bytes, cap: int) -> bytes:
+    """Decompress ``raw`` in chunks, refusing it as soon as the output passes ``cap`` bytes."""
+    parts, total = [], 0
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+        while chunk := f.read(_CHUNK):
+            total += len(chunk)
+            if total > cap:
+                raise InputError(f"{path}: decompresses to more than {_limit(cap)}")
+            parts.append(chunk)
+    return b"".join(parts)
+
+
 def parse_json_bytes(path: str | Path, raw: bytes) -> Any:
     """Parse JSON bytes, gunzipping them first if they start with the gzip magic.
 
     Raises:
-        InputError: one line naming ``path``: not gzip, or not JSON.
+        InputError: one line naming ``path``: not gzip, not JSON (an integer of more
+            digits than Python converts counts as such), larger than :func:`max_input_bytes`
+            once decompressed, or nested too deeply to parse.
     """
+    cap = max_input_bytes()
     try:
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            raw = _gunzip_capped(path, raw, cap)
+        if len(raw) > cap:
+            raise InputError(f"{path}: larger than {_limit(cap)}")
         return json.loads(raw)
-    except (OSError, EOFError) as e:
+    except InputError:
+        raise
+    except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{path}: not a valid gzip file: {e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON: {e}") from None
+    except ValueError as e:  # also UnicodeDecodeError, and Python's cap on an integer's digits
+        raise InputError(f"{path}: not valid JSON: {str(e).split(';')[0]}") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to parse") from None
+
+
+def read_input_bytes(path: str | Path) -> bytes:
+    """A file's bytes, refusing files larger than :func:`max_input_bytes` before reading them.
+
+    Raises:
+        InputError: one line naming ``path``: unreadable or too large.
+    """
+    cap = max_input_bytes()
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > cap:
+                raise InputError(f"{path}: {size} bytes, larger than {_limit(cap)}")
+            raw = f.read(cap + 1)   # st_size can understate (a pipe, a growing file)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read file: {e.strerror or e}") from None
+    if len(raw) > cap:
+        raise InputError(f"{path}: larger than {_limit(cap)}")
+    return raw
 
 
 def read_json_file(path: str | Path) -> Any:
     """Read a ``.json`` or ``.json.gz`` file; every failure is a one-line InputError naming it."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read file: {e.strerror or e}") from None
-    return parse_json_bytes(path, raw)
+    return parse_json_bytes(path, read_input_bytes(path))
 
 
 def file_digest(path: str | Path) -> str:

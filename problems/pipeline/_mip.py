@@ -255,13 +255,16 @@ def build_partition_model(
             #    step (across member blocks: each input tensor of S enters some member,
             #    and inputs of v from other members are inputs of v's member block);
             #  * ws(v) for v in S (weaker; used when the cut variables are absent).
-            mem = sc.memory_hi(counts[b - 1])
             param_lin = _Lin()
             for v in range(n):
                 param_lin.add_x(y[v], b, sc.param_lo[v])
             param = param_lin.expr()
             over = model.new_int_var(0, big, f"over{b}")
             pk_max = sum(sc.out_lo) + max(sc.ws_lo, default=0)
+            # param + peak (or + cut) never exceeds sum(param_lo) + pk_max, so a larger allowance
+            # constrains nothing more; capping it there keeps the constants within int64 when
+            # M is far above every block's needs (M up to 2^62 bytes)
+            mem = min(sc.memory_hi(counts[b - 1]), sum(sc.param_lo) + pk_max)
             pk = model.new_int_var(0, pk_max, f"peak{b}")
             _ge(model, over, param + pk - mem)
             if io:

@@ -14,6 +14,12 @@ Format::
 Node indices are 0-based; ``[u, v]`` means v consumes u's output tensor.
 Duplicate edges denote the same tensor edge and are merged. Every defect is
 reported as an :class:`~engine.errors.InputError` naming file, field and index.
+
+Limits (checked here, so that no sum the kernels or the evaluator form can overflow):
+the byte sizes (``size_out`` then ``size_param``, all nodes) sum to at most
+:data:`MAX_BYTES`, ``memory`` is at most :data:`MAX_BYTES`, and the largest cost a block
+can have, ``sum(work) + (2 sum(size_out) + sum(size_param)) / bandwidth``, is at most
+:data:`MAX_COST`. :func:`check_stages` limits ``k``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,18 @@ import numpy as np
 from engine.errors import InputError
 from engine.persist import read_json_file
 from problems.pipeline.model import PipelineProblem
+
+#: Largest byte total accepted (sizes, and ``memory``). The kernels sum bytes in int64; every
+#: such sum is of distinct tensors and parameters, so it is at most this, half of 2^63: a
+#: difference or a sum of two of them (``param + peak - memory``) cannot wrap either.
+MAX_BYTES = 2**62
+#: Largest possible block cost accepted (time units): float64 sums of k such costs stay finite.
+MAX_COST = 1e300
+#: Most pipeline stages accepted (``-k``); more than n is allowed (some stages stay empty).
+MAX_STAGES = 1024
+#: Most cells of the SliceGraph decoder's two tables, ``(k + 1) (n + 1)``: 16 bytes each, so
+#: 64 MiB per decoding thread; it also bounds the exact MIP's n k assignment booleans.
+MAX_DP_CELLS = 2**22
 
 
 def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | None) -> list[Any]:
@@ -81,6 +99,45 @@ def _ops_list(path: Path, ops: Any, n: int) -> tuple[dict[str, Any] | None, ...]
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
                 raise InputError(f"{path}: {f}.{key}: expected a finite number >= 0, got {json.dumps(x)}")
     return tuple(ops)
+
+
+def _check_magnitudes(path: Path, work: list[Any], size_out: list[Any], size_param: list[Any],
+                      bandwidth: float) -> None:
+    """Refuse sizes whose int64 sums could wrap and costs whose float64 sums could overflow,
+    naming the entry at which the running total passes the limit (see the module docstring)."""
+    total = 0
+    for field, values in (("size_out", size_out), ("size_param", size_param)):
+        for i, x in enumerate(values):
+            total += int(x)
+            if total > MAX_BYTES:
+                raise InputError(f"{path}: graph.nodes.{field}[{i}]: the byte sizes (size_out, then size_param) "
+                                 "sum past 2^62 here, above the supported total")
+    work_total = 0.0
+    for i, x in enumerate(work):
+        work_total += float(x)
+        if not work_total <= MAX_COST:
+            raise InputError(f"{path}: graph.nodes.work[{i}]: the total work passes {MAX_COST:g} here, "
+                             "above the supported total")
+    comm = (2 * sum(int(x) for x in size_out) + sum(int(x) for x in size_param)) / bandwidth
+    if not work_total + comm <= MAX_COST:
+        raise InputError(f"{path}: bandwidth: {bandwidth:g} makes the largest possible stage cost "
+                         f"{work_total + comm:.6g} exceed the supported {MAX_COST:g} time units")
+
+
+def check_stages(problem: PipelineProblem, k: int, field: str = "-k") -> None:
+    """Refuse a stage count outside ``1 <= k <= MAX_STAGES`` or with ``(k + 1) (n + 1) >
+    MAX_DP_CELLS`` (the decoder's tables would not fit), naming ``field``."""
+    if k < 1:
+        raise InputError(f"{field}: must be >= 1, got {k}")
+    if k > MAX_STAGES:
+        raise InputError(f"{field}: {k} stages is above the supported maximum {MAX_STAGES}")
+    if (k + 1) * (problem.n + 1) > MAX_DP_CELLS:
+        most = MAX_DP_CELLS // (problem.n + 1) - 1
+        if most < 1:
+            raise InputError(f"{field}: the graph's {problem.n} nodes are too many for the decoder's tables "
+                             "((k + 1)(n + 1) <= 2^22)")
+        raise InputError(f"{field}: {k} stages on {problem.n} nodes exceed the decoder's table limit "
+                         f"(k + 1)(n + 1) <= 2^22; at most {most} stages on this graph")
 
 
 def find_cycle(n: int, edges: np.ndarray) -> list[int] | None:
@@ -174,6 +231,10 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
                 or mem < 0 or not float(mem).is_integer():
             raise InputError(f"{path}: memory: must be a non-negative integer number of bytes or null, got {json.dumps(mem)}")
         mem = int(mem)
+        if mem > MAX_BYTES:
+            raise InputError(f"{path}: memory: {mem} bytes is above the supported maximum 2^62 "
+                             "(use null for unlimited memory)")
+    _check_magnitudes(path, work, size_out, size_param, float(bw))
     meta = doc.get("meta") or {}
     name = g.get("name") or path.name.split(".")[0]
     return PipelineProblem(

@@ -152,12 +152,15 @@ def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: 
 
     False as soon as the spectral bound exceeds ``lb`` by more than :data:`SPECTRAL_MARGIN`
     (communication matters: the islands and the spectral bound carry such runs, e.g. the
-    REGAL-style graphs), or after :data:`SPECTRAL_WAIT_S` without its final value; True once
+    REGAL-style graphs), when it was skipped (graph too large for it), or after
+    :data:`SPECTRAL_WAIT_S` without its final value; True once
     its final value does not (on the real-model graphs the MIP then proves optimality alone in
     10-60 s, 1.3-1.8x sooner than next to an island and Ray's start-up: BENCHMARKS.md);
     None while undecided.
     """
     sp = job_bounds.get("spectral")
+    if sp is not None and sp.status == "skipped":
+        return False   # too large a graph to tell; the islands get their share as without a head start
     if sp is not None and lb is not None and sp.value > (1.0 + SPECTRAL_MARGIN) * lb:
         return False
     if sp is not None and "iterations" in sp.detail:
