@@ -135,7 +135,17 @@ def op_domain(op: Op) -> Domain:
         d = _domain(op)
     except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError):
         return _whole(op)
-    return d if d is not None else _whole(op)
+    tensors = op.inputs + op.outputs[:1]
+    if d is None or not all(_follows(t.shape, m, d) for t, m in zip(tensors, d.in_maps + (d.out_map,))):
+        return _whole(op)
+    return d
+
+
+def _follows(shape: tuple[int, ...], m: tuple[int | None, ...], d: Domain) -> bool:
+    """Whether every tensor dimension ``m`` maps is a domain dimension of the same size (the
+    costs split a tensor dimension by its domain dimension's divisor)."""
+    return len(m) == len(shape) and all(j is None or (0 <= j < len(d.sizes) and d.sizes[j] == x)
+                                        for j, x in zip(m, shape))
 
 
 def _domain(op: Op) -> Domain | None:
@@ -232,7 +242,8 @@ def _domain(op: Op) -> Domain | None:
 
 
 def _divisors(x: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(x, limit) + 1) if x % d == 0]
+    # a dimension of size 0 has nothing to split: it stays whole
+    return [d for d in range(1, min(x, limit) + 1) if x % d == 0] or [1]
 
 
 def all_configs(dom: Domain, nprocs: int, mesh: Sequence[int] | None = None) -> list[tuple[int, ...]]:

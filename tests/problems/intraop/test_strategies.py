@@ -223,3 +223,16 @@ def test_nodes_without_metadata_are_left_out():
     doc = generate(g, "g.json", 4, CHIP)
     assert doc["meta"]["ops"] == ["mm1", "mm2"] and doc["meta"]["ops_without_metadata"] == 1
     assert _tables(doc)[1] == _tables(generate(gemm_chain(), "g.json", 4, CHIP))[1]
+
+
+def test_shapes_that_do_not_fit_their_kind_get_one_configuration():
+    # a pool whose output has lost a dimension its input has: the domain cannot describe it
+    pool = {"name": "p", "op": "MaxPool", "kind": "pool", "inputs": [T("x", [16, 4])], "outputs": [T("y", [64])],
+            "attrs": {}, "flops": 64, "bytes": 64 * 8}
+    # a dimension of size 0 has no split; the op still gets its replicated configuration
+    empty = {"name": "e", "op": "Relu", "kind": "elementwise", "inputs": [T("y", [64])], "outputs": [T("z", [0])],
+             "attrs": {}, "flops": 0, "bytes": 0}
+    doc = generate(graph([pool, empty], [[0, 1]]), "g.json", 4, CHIP)
+    assert doc["meta"]["configs"] == [["replicated"], ["replicated"]]
+    ops = read_ops(graph([pool], []), "g.json")[1]
+    assert op_domain(ops[0]).dims == ()
