@@ -388,9 +388,14 @@ def intraop_generate(graph: str, nprocs: int, mesh: str | None, chip_spec: str, 
     from problems.chip import load_chip
     from problems.intraop.strategies import generate_file, parse_mesh
 
+    from engine.persist import write_json_atomic
+
     shape = parse_mesh(mesh, nprocs)
     doc = generate_file(graph, nprocs, load_chip(chip_spec), mesh=shape, training=training, max_configs=max_configs)
-    _write_json(out, doc)
+    try:  # the instance is this command's only product: not writing it is an error
+        write_json_atomic(out, doc)
+    except OSError as e:
+        raise _cannot_write(out, e) from None
     m = doc["meta"]
     click.echo(json.dumps({"instance": out, "nodes": len(m["ops"]), "edges": len(doc["problem"]["edges"]["nodes"]),
                            "configurations": sum(len(c) for c in m["configs"]), "dropped": m["dropped_total"],
@@ -469,13 +474,21 @@ def import_onnx_cmd(model: str, chip: str, batch: int | None, input_shape: tuple
     _save_imported(model, out, profile.name, *import_onnx(model, profile, batch=batch, input_shapes=list(input_shape)))
 
 
+def _cannot_write(path: str, e: OSError) -> InputError:
+    """An output file that is a command's only product and could not be written: one line, exit 2."""
+    return InputError(f"{path}: cannot write: {e.strerror or e}")
+
+
 def _save_imported(source: str, out: str, chip: str, doc: dict[str, Any], warning: str | None) -> None:
     from problems.pipeline.io import problem_from_dict, save_graph
 
     if warning:
         click.echo(warning, err=True)
     problem = problem_from_dict(doc, source)
-    save_graph(problem, out)
+    try:
+        save_graph(problem, out)
+    except OSError as e:
+        raise _cannot_write(out, e) from None
     click.echo(f"{out}: {problem.n} nodes, {problem.m} edges, {doc['meta']['total_flops']:.4g} FLOPs, "
                f"total work {problem.work.sum():.6g} us on {chip}")
 

@@ -186,6 +186,11 @@ def test_cli_generate_and_bad_input(tmp_path):
     tiny = tmp_path / "tiny.toml"
     tiny.write_text(chip.read_text().replace("memory = 1000000000", "memory = 100"))
     fails([str(g), "--nprocs", "4", "--chip", str(tiny)], "memory")
+    # the instance file is the command's only product: not writing it is an error, not a warning
+    r = CliRunner().invoke(main, ["intraop", "generate", str(g), "--nprocs", "4", "--chip", str(chip),
+                                  "--out", str(chip / "inst.json")])
+    assert r.exit_code == 2 and r.output.startswith(f"error: {chip / 'inst.json'}: cannot write: "), r.output
+    assert r.output.count("\n") == 1
 
 
 def test_edge_costs_through_a_transpose_view():

@@ -312,3 +312,11 @@ def test_reduction_axes_given_as_an_input_become_an_attribute(tmp_path: Path) ->
               [h.make_tensor_value_info("y", T.FLOAT, [2, 4])], [h.make_tensor("axes", T.INT64, [1], [1])])
     op = _by_name(_import(p)[0])["sum"]
     assert (op["kind"], op["flops"], op["attrs"]) == ("reduction", 24, {"keepdims": 0, "axes": [1]})
+
+
+def test_cli_unwritable_out_is_one_line(mlp: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = blocker / "g.json"  # its "directory" is a file
+    msg = _one_line_error(_cli("import", "onnx", str(mlp), "--chip", "tpu-v4", "--batch", "2", "--out", str(out)))
+    assert msg.startswith(f"error: {out}: cannot write")
