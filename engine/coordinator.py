@@ -9,7 +9,8 @@ lock and the Ray coordinator actor wraps it. Invariants:
 * merging is idempotent and order-insensitive (a report that is not an
   improvement is ignored, whatever order reports arrive in);
 * a bound of +inf ("no feasible solution exists") never stands next to a feasible
-  incumbent, nor, for an integral objective, a bound above the incumbent's exact cost:
+  incumbent, nor a bound above the incumbent's exact cost (for a real-valued objective:
+  more than the relative tolerance ``OPTIMAL_GAP`` above it):
   the contradiction is an internal error, logged as an ``error`` event and warned about
   once, and the run goes on with the other bounds (never a gap of 0 from it).
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.records import Bound, Incumbent, relative_gap
-from engine.stopping import Clock, Criterion, Progress
+from engine.stopping import OPTIMAL_GAP, Clock, Criterion, Progress
 
 #: evaluate(solution) -> (exact cost, canonical JSON-serialisable solution); raises on infeasible.
 #: The cost is a float or an exact Python int; the coordinator never converts it.
@@ -168,11 +169,15 @@ class Coordinator:
 
     def _contradicts(self, value: float | int) -> bool:
         """Whether a bound ``value`` is impossible next to the incumbent: +inf (no feasible
-        solution), or, for an integral objective, above its exact cost (a real-valued
-        objective's bound may lie a rounding above it)."""
+        solution), or, for an integral objective, above its exact cost; a real-valued
+        objective's bound may lie a rounding above it, but not more than the optimality
+        tolerance :data:`~engine.stopping.OPTIMAL_GAP` (relative) above."""
         if self.incumbent is None:
             return False
-        return value == math.inf or (self.integral and value > self.incumbent.cost)
+        cost = self.incumbent.cost
+        if self.integral:
+            return value == math.inf or value > cost
+        return value == math.inf or value > cost + OPTIMAL_GAP * abs(cost)
 
     def _drop_contradicted_bounds(self, source: str) -> None:
         """A new incumbent contradicts bound(s) held: report, drop them, fall back to the best other."""

@@ -200,3 +200,20 @@ def test_an_integer_bound_above_a_feasible_cost_is_an_internal_error() -> None:
     real.offer_solution(1000.0, "w")
     assert real.offer_bound(Bound("exact", 1000.0000001, "optimal", 0.0)) and not real.errors
     assert real.stop_reason() == "optimal"
+
+
+def test_a_real_valued_bound_far_above_the_incumbent_is_an_internal_error() -> None:
+    # beyond the documented tolerance a bound above a feasible cost is false, not a rounding:
+    # it must not certify the incumbent optimal
+    real = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    real.offer_solution(1000.0, "w")
+    real.offer_bound(Bound("simple", 900.0, "bound-only", 0.0))
+    with pytest.warns(RuntimeWarning, match="internal error"):
+        assert not real.offer_bound(Bound("exact", 1100.0, "optimal", 0.0))
+    assert real.lb == 900.0 and real.stop_reason() is None and len(real.errors) == 1
+    # and a false bound held before the incumbent arrived is dropped when it does
+    early = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    early.offer_bound(Bound("exact", 1100.0, "optimal", 0.0))
+    with pytest.warns(RuntimeWarning, match="internal error"):
+        early.offer_solution(1000.0, "w")
+    assert early.lb is None and early.stop_reason() is None
