@@ -329,6 +329,9 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         if info is None or info[0] is None:
             raise InputError(f"{p}: tensor {t!r} ({where}): shape unknown after shape inference "
                              f"(ops unknown to ONNX need value_info for their outputs)")
+        if any(d < 0 for d in info[0]):
+            raise InputError(f"{p}: tensor {t!r} ({where}): shape {info[0]} after shape inference has a negative "
+                             "dim (the model's shapes are inconsistent)")
         name, _ = _dtype(info[1])
         return {"name": t, "shape": info[0], "dtype": name}
 

@@ -320,3 +320,14 @@ def test_cli_unwritable_out_is_one_line(mlp: Path, tmp_path: Path) -> None:
     out = blocker / "g.json"  # its "directory" is a file
     msg = _one_line_error(_cli("import", "onnx", str(mlp), "--chip", "tpu-v4", "--batch", "2", "--out", str(out)))
     assert msg.startswith(f"error: {out}: cannot write")
+
+
+def test_a_negative_inferred_dimension_is_one_line(tmp_path: Path) -> None:
+    # a 5x5 kernel on a 2x2 image: shape inference gives the output spatial dims -2, and the
+    # FLOP count of two negative dims would come out positive
+    p = _save(tmp_path, "conv", [h.make_node("Conv", ["x", "w"], ["y"], name="conv")],
+              [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 2, 2])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+              [_init("w", [4, 3, 5, 5])])
+    msg = _one_line_error(_cli("import", "onnx", str(p), "--chip", "a100-sxm-80gb", "--out", str(tmp_path / "g.json")))
+    assert "tensor 'y'" in msg and "negative" in msg
+    assert not (tmp_path / "g.json").exists()
