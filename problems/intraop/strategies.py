@@ -51,7 +51,7 @@ import numpy as np
 from engine.errors import InputError
 from engine.persist import read_json_file
 from problems.chip import ChipProfile
-from problems.intraop.model import interval_sum
+from problems.intraop.model import FORBIDDEN, interval_sum
 
 #: Default cap on configurations per op; see :func:`enumerate_configs` for which are kept.
 DEFAULT_MAX_CONFIGS = 32
@@ -482,6 +482,7 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
                 producer[t.name] = op
     # configurations
     doms, configs, costs, usages, labels, dropped = [], [], [], [], [], {}
+    total_use = 0
     for op in real:
         dom = op_domain(op)
         cs = all_configs(dom, nprocs, mesh)
@@ -497,6 +498,14 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
         configs.append(cs)
         costs.append([_ns(tv[c]) for c in cs])
         usages.append([node_usage(op, dom, c, training) for c in cs])
+        # the instance format reads a cost of 10^18 or more as "forbidden", and its usages as int64
+        if max(costs[-1]) >= FORBIDDEN:
+            raise InputError(f"{path}: graph.nodes.ops[{op.index}]: t_V of {max(costs[-1])} ns reaches 10^18 ns, "
+                             "the instance format's marker of a forbidden strategy")
+        total_use += max(usages[-1])
+        if total_use >= 2**62:
+            raise InputError(f"{path}: graph.nodes.ops[{op.index}]: usages (bytes per processor) summed over the "
+                             "ops reach 2^62, above what the instance format supports")
         labels.append([config_label(dom, c) for c in cs])
     # edges: each input of a real op, traced back through views to the real op producing it
     edges: dict[tuple[int, int], list[list[int]]] = {}
@@ -532,6 +541,9 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
                 for b_i, cv in enumerate(configs[v]):
                     b = _layout(cv, dv.in_maps[j])
                     table[a_i][b_i] += _ns(redistribution_bytes(t.nbytes, a, b) / chip.link_bandwidth)
+            if max(max(row) for row in table) >= FORBIDDEN:
+                raise InputError(f"{path}: graph.nodes.ops[{op.index}].inputs[{j}]: a redistribution takes 10^18 ns "
+                                 "or more, the instance format's marker of a forbidden strategy pair")
     T = len(real)
     intervals = []
     for op in real:

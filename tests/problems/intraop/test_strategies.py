@@ -8,6 +8,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
+from engine.errors import InputError
 from launch import main
 from problems.chip import ChipProfile
 from problems.intraop.elimination import find_opt_strategy
@@ -241,3 +242,25 @@ def test_shapes_that_do_not_fit_their_kind_get_one_configuration():
     assert doc["meta"]["configs"] == [["replicated"], ["replicated"]]
     ops = read_ops(graph([pool], []), "g.json")[1]
     assert op_domain(ops[0]).dims == ()
+
+
+def test_costs_or_usages_the_instance_format_cannot_hold_are_one_line_errors():
+    # 10^18 ns and more is the format's "forbidden" marker: an op that slow must not become forbidden
+    slow = {"name": "r", "op": "Relu", "kind": "elementwise", "inputs": [T("x", [8, 8])], "outputs": [T("y", [8, 8])],
+            "attrs": {}, "flops": 1e31, "bytes": 0}
+    with pytest.raises(InputError, match=r"ops\[0\].*10\^18"):
+        generate(graph([slow], []), "g.json", 4, CHIP)
+    # usages past int64 (2^72 bytes replicated)
+    huge = {"name": "r", "op": "Relu", "kind": "elementwise", "inputs": [T("x", [2**40, 2**30])],
+            "outputs": [T("y", [2**40, 2**30])], "attrs": {}, "flops": 1, "bytes": 0}
+    with pytest.raises(InputError, match=r"ops\[0\].*2\^62"):
+        generate(graph([huge], []), "g.json", 4, CHIP)
+    # a redistribution that slow (a link of 1 byte per 10^10 s); neither op's t_V uses the link
+    relu = {"name": "relu", "op": "Relu", "kind": "elementwise", "inputs": [T("x", [8, 8])],
+            "outputs": [T("y", [8, 8])], "attrs": {}, "flops": 64, "bytes": 512}
+    soft = {"name": "soft", "op": "Softmax", "kind": "softmax", "inputs": [T("y", [8, 8])],
+            "outputs": [T("z", [8, 8])], "attrs": {"axis": 0}, "flops": 64, "bytes": 512}
+    crawl = ChipProfile(name="crawl", peak_flops={"float32": 1e12}, memory_bandwidth=1e11, link_bandwidth=1e-10,
+                        memory=10**9)
+    with pytest.raises(InputError, match=r"ops\[1\]\.inputs\[0\].*10\^18"):
+        generate(graph([relu, soft], [[0, 1]]), "g.json", 4, crawl)
