@@ -297,11 +297,20 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     Returns ``(document, warning)``: ``warning`` is one line listing unknown op types with
     their counts, or None. ``work`` is in µs on ``chip``; ``graph.nodes.ops`` holds the
     per-op metadata. Raises :class:`InputError` (one line) for an unreadable or non-ONNX file,
-    unresolved symbolic input dims, failed shape inference or a tensor whose shape stays unknown.
+    unresolved symbolic input dims, failed shape inference, a tensor whose shape stays unknown or
+    has a negative dim, or a tensor written twice.
     """
     onnx = _onnx()
     p = Path(path)
     model = _load(p)
+    written = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
+    for node in model.graph.node:
+        for o in node.output:
+            if o in written:  # ONNX graphs are single-assignment; a second writer would rewire the edges
+                raise InputError(f"{p}: tensor {o!r} (output of node {node.name or node.op_type!r}) is already "
+                                 "written by a graph input, an initializer or another node")
+            if o:
+                written.add(o)
     shapes = _resolve_inputs(p, model, _parse_input_shapes(input_shapes), batch)
     # symbolic intermediate shapes must not survive into inference; concrete ones stay (they are
     # the only shapes an op unknown to ONNX has), and a conflict with inference is an error

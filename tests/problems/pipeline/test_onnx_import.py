@@ -331,3 +331,13 @@ def test_a_negative_inferred_dimension_is_one_line(tmp_path: Path) -> None:
     msg = _one_line_error(_cli("import", "onnx", str(p), "--chip", "a100-sxm-80gb", "--out", str(tmp_path / "g.json")))
     assert "tensor 'y'" in msg and "negative" in msg
     assert not (tmp_path / "g.json").exists()
+
+
+def test_a_tensor_written_by_two_nodes_is_one_line(tmp_path: Path) -> None:
+    # ONNX graphs are single-assignment: a second writer of 'y' would silently take the first's consumers
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="a"), h.make_node("Sigmoid", ["x"], ["y"], name="b"),
+             h.make_node("Neg", ["y"], ["z"], name="c")]
+    p = _save(tmp_path, "twice", nodes,
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3])], [h.make_tensor_value_info("z", T.FLOAT, None)], [])
+    msg = _one_line_error(_cli("import", "onnx", str(p), "--chip", "a100-sxm-80gb", "--out", str(tmp_path / "g.json")))
+    assert "tensor 'y'" in msg and "'b'" in msg
