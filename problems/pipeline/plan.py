@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.records import Bound
+from engine.records import Bound, relative_gap
 from problems.pipeline.evaluate import Evaluation, check_order, evaluate
 from problems.pipeline.model import PipelineProblem
 
@@ -187,7 +187,7 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
         "problem": "pipeline", "graph": problem.name, "k": k, "mode": "contiguous",
         "objective": ev.objective, "contiguous_optimal": True,
         "lower_bound": lb, "lower_bound_method": None if best is None else best.method,
-        "gap": None if lb is None or ev.objective <= 0 else 1.0 - lb / ev.objective,
+        "gap": relative_gap(ev.objective, lb),
         "blocks": ev.blocks.tolist(), "order": ev.order.tolist(), "block_costs": ev.block_costs.tolist(),
         "found_by": "contiguous-slicegraph",
         "bounds": [b.to_dict() for b in sorted(found, key=lambda b: -b.value if math.isfinite(b.value)

@@ -118,3 +118,11 @@ def test_solve_result_carries_the_stage_plan_of_its_partition() -> None:
     for s in doc["stages"]:
         assert s["compute"] + s["communication"] + s["overflow"] == s["cost"]
         assert all(doc["blocks"][int(x)] == s["stage"] for x in s["ops"])
+
+
+def test_contiguous_gap_is_the_certified_gap_of_the_other_modes() -> None:
+    # nothing to compute or move: objective 0 and bound 0 prove the plan optimal, gap 0 (not unknown)
+    z = np.zeros(3)
+    p = PipelineProblem("zero", z, z.astype(np.int64), z.astype(np.int64), np.array([[0, 1], [1, 2]]), 1.0, None)
+    doc = solve_contiguous(p, 2, bounds=False)
+    assert (doc["objective"], doc["lower_bound"], doc["gap"]) == (0.0, 0.0, 0.0)
