@@ -12,6 +12,8 @@ given to one dimension or left unused). The ``P`` processors used each compute o
 block; the ``p / P`` groups of processors left over compute the same blocks again,
 so every tensor is held as the blocks of its *layout* (per tensor dimension, the
 split of the domain dimension it follows), replicated over the rest.
+Without a mesh ``P`` need not divide ``p``; the replica counts ``p / P`` in the costs
+are then fractions (an approximation of groups of unequal size).
 
 Costs (seconds, then integer nanoseconds rounded to the nearest, per table entry):
 
