@@ -188,6 +188,10 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
     check_stages(problem, k)
     if contiguous:
+        for flag, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address)):
+            if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
+                raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
+                                 "directory (use --out for the result)")
         _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
         return
     if in_process:

@@ -126,3 +126,16 @@ def test_contiguous_gap_is_the_certified_gap_of_the_other_modes() -> None:
     p = PipelineProblem("zero", z, z.astype(np.int64), z.astype(np.int64), np.array([[0, 1], [1, 2]]), 1.0, None)
     doc = solve_contiguous(p, 2, bounds=False)
     assert (doc["objective"], doc["lower_bound"], doc["gap"]) == (0.0, 0.0, 0.0)
+
+
+def test_contiguous_refuses_the_options_of_a_ray_run(tmp_path: Path) -> None:
+    # --contiguous runs in this process and writes no run directory: a run directory, a run to
+    # resume or a cluster asked for alongside it would be silently ignored
+    p = _relabel_topological(random_dag(6, 1))
+    f = tmp_path / "g.json"
+    save_graph(p, f)
+    for extra in (["--run-dir", str(tmp_path / "rd")], ["--resume", str(tmp_path)], ["--address", "auto"]):
+        r = CliRunner().invoke(main, ["pipeline", "solve", str(f), "-k", "2", "--contiguous", "--no-bounds", *extra])
+        assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+        assert r.output.startswith(f"error: {extra[0]}: not with --contiguous"), r.output
+    assert not (tmp_path / "rd").exists()
