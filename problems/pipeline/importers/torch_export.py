@@ -22,6 +22,7 @@ Dynamic (symbolic) shapes are not resolved: export with static shapes. Imports t
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from pathlib import Path
@@ -194,11 +195,18 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
+    # torch.export.load logs a failed archive read with its traceback (a warning) before it
+    # raises: the failure is reported below in one line, so its log stays quiet meanwhile
+    quiet = logging.getLogger("torch.export")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         ep = torch.export.load(str(p))
     except Exception as e:  # zip, pickle and schema errors of several types
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise InputError(f"{p}: not a readable torch.export program ({type(e).__name__}: {first})") from None
+    finally:
+        quiet.setLevel(level)
     sig = ep.graph_signature
     fqn: dict[str, str] = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
                            **getattr(sig, "inputs_to_lifted_tensor_constants", {})}

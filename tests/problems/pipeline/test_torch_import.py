@@ -236,3 +236,19 @@ def test_a_tuple_output_is_charged_for_the_elements_read(tmp_path: Path) -> None
     assert ops[mx]["bytes"] == 2 * 5 * 3 * 4 + 2 * 5 * 4 + 2 * 5 * 8
     mul = next(n for n in names if ops[n]["op"].startswith("aten.mul"))
     assert [names.index(mx), names.index(mul)] in doc["graph"]["edges"]
+
+
+def test_an_unreadable_program_is_one_line_on_stderr(tmp_path: Path) -> None:
+    # torch.export.load logs its own traceback (as a warning) before it fails: none of it may show
+    import os
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.pt2"
+    bad.write_text("not a zip archive\n")
+    root = Path(__file__).resolve().parents[3]
+    r = subprocess.run([sys.executable, str(root / "launch.py"), "import", "torch", str(bad), "--chip", "tpu-v4",
+                        "--out", str(tmp_path / "g.json")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {bad}: not a readable torch.export program")
