@@ -71,7 +71,7 @@ _OP_KINDS = ("gemm", "conv", "elementwise", "reduction", "norm", "softmax", "poo
 
 
 def _ops_list(path: Path, ops: Any, n: int) -> tuple[dict[str, Any] | None, ...] | None:
-    """Light check of ``graph.nodes.ops`` (importer metadata): shape, names, kinds, FLOPs and bytes."""
+    """Light check of ``graph.nodes.ops`` (importer metadata): shape, names, modules, kinds, FLOPs and bytes."""
     if ops is None:
         return None
     if not isinstance(ops, list) or len(ops) != n:
@@ -89,6 +89,11 @@ def _ops_list(path: Path, ops: Any, n: int) -> tuple[dict[str, Any] | None, ...]
         if op["name"] in seen:
             raise InputError(f"{path}: {f}.name: {op['name']!r} is not unique")
         seen.add(op["name"])
+        if op.get("module") is not None and not isinstance(op["module"], str):
+            raise InputError(f"{path}: {f}.module: expected a string or null, got {json.dumps(op['module'])}")
+        stack = op.get("module_stack")
+        if stack is not None and not (isinstance(stack, list) and all(isinstance(m, str) for m in stack)):
+            raise InputError(f"{path}: {f}.module_stack: expected a list of strings or null")
         if "kind" in op and op["kind"] not in _OP_KINDS:
             raise InputError(f"{path}: {f}.kind: expected one of {', '.join(_OP_KINDS)}, got {json.dumps(op['kind'])}")
         for key in ("inputs", "outputs"):

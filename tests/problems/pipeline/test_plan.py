@@ -139,3 +139,19 @@ def test_contiguous_refuses_the_options_of_a_ray_run(tmp_path: Path) -> None:
         assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
         assert r.output.startswith(f"error: {extra[0]}: not with --contiguous"), r.output
     assert not (tmp_path / "rd").exists()
+
+
+@pytest.mark.parametrize("entry, field", [({"module": ["m"]}, "ops[0].module"),
+                                          ({"module_stack": 5}, "ops[0].module_stack"),
+                                          ({"module_stack": [["m"]]}, "ops[0].module_stack")])
+def test_malformed_module_metadata_is_one_line(tmp_path: Path, entry: dict, field: str) -> None:
+    p = _relabel_topological(random_dag(3, 1))
+    f = tmp_path / "g.json"
+    save_graph(p, f)
+    doc = json.loads(f.read_text())
+    doc["graph"]["nodes"]["ops"] = [{"name": "a", "op": "x", **entry}, None, None]
+    doc["meta"] = {"source": "torch"}
+    f.write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, ["pipeline", "solve", str(f), "-k", "2", "--contiguous", "--no-bounds"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith(f"error: {f}: graph.nodes.{field}: expected "), r.output
