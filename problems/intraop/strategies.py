@@ -340,17 +340,20 @@ def view_layout(a: tuple[int, ...] | None, src: tuple[int, ...], dst: tuple[int,
     name = view.op.lower()
     if "transpose" in name or "permute" in name:
         perm = view.attrs.get("perm", view.attrs.get("dims"))
-        if perm is None and "dim0" in view.attrs:
-            perm = list(range(len(src)))
-            i, j = int(view.attrs["dim0"]) % len(src), int(view.attrs["dim1"]) % len(src)
-            perm[i], perm[j] = perm[j], perm[i]
-        if perm is None:
-            perm = list(range(len(src)))[::-1]
-        perm = [int(p) % len(src) for p in perm]
+        try:  # malformed attributes: the layout cannot be carried, like shapes that do not fit
+            if perm is None and "dim0" in view.attrs:
+                perm = list(range(len(src)))
+                i, j = int(view.attrs["dim0"]) % len(src), int(view.attrs["dim1"]) % len(src)
+                perm[i], perm[j] = perm[j], perm[i]
+            if perm is None:
+                perm = list(range(len(src)))[::-1]
+            perm = [int(p) % len(src) for p in perm]
+        except (TypeError, ValueError, KeyError, ZeroDivisionError):
+            return None
         if len(perm) != len(dst) or any(src[p] != d for p, d in zip(perm, dst)):
             return None
         return tuple(a[p] for p in perm)
-    if math.prod(src) != math.prod(dst):
+    if math.prod(src) != math.prod(dst) or math.prod(src) == 0:  # an empty tensor has no layout to carry
         return None
     si = [i for i, s in enumerate(src) if s != 1]
     di = [i for i, s in enumerate(dst) if s != 1]

@@ -264,3 +264,19 @@ def test_costs_or_usages_the_instance_format_cannot_hold_are_one_line_errors():
                         memory=10**9)
     with pytest.raises(InputError, match=r"ops\[1\]\.inputs\[0\].*10\^18"):
         generate(graph([relu, soft], [[0, 1]]), "g.json", 4, crawl)
+
+
+@pytest.mark.parametrize("attrs", [{"perm": "ab"}, {"perm": [None, 0]}, {"perm": 3}, {"dims": True},
+                                   {"dim0": "x", "dim1": 0}, {"dim0": 0}, {"perm": [float("nan"), 0]}])
+def test_a_transpose_with_malformed_attributes_carries_no_layout(attrs):
+    # like shapes that do not fit their kind: no traceback; the consumer is charged its whole block
+    view = Op(1, "t", "Transpose", "view", (), (), attrs, 0.0, 0.0)
+    assert view_layout((2, 1), (4, 16), (16, 4), view) is None
+    assert view_layout((2, 1), (4, 16), (16, 4), Op(1, "t", "Transpose", "view", (), (), {"perm": [1, 0]}, 0.0,
+                                                       0.0)) == (1, 2)
+
+
+def test_a_reshape_of_an_empty_tensor_carries_no_layout():
+    reshape = Op(1, "r", "Reshape", "view", (), (), {}, 0.0, 0.0)
+    assert view_layout((1, 2), (0, 4), (0, 8), reshape) is None  # no elements: nothing to carry or move
+    assert view_layout((2, 1), (4, 6), (24,), reshape) == (2,)
