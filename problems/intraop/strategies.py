@@ -523,6 +523,9 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
             # layouts are known for an op's first output only; any other output is charged whole
             first = src is not None and src.outputs[0].name == t.name
             while src is not None and src.index in views and src.inputs:
+                if src in chain:
+                    raise InputError(f"{path}: graph.nodes.ops[{src.index}]: view ops whose tensors feed each other "
+                                     "form a cycle")
                 chain.append(src)
                 name = src.inputs[0].name
                 src = producer.get(name)

@@ -280,3 +280,15 @@ def test_a_reshape_of_an_empty_tensor_carries_no_layout():
     reshape = Op(1, "r", "Reshape", "view", (), (), {}, 0.0, 0.0)
     assert view_layout((1, 2), (0, 4), (0, 8), reshape) is None  # no elements: nothing to carry or move
     assert view_layout((2, 1), (4, 6), (24,), reshape) == (2,)
+
+
+def test_view_ops_feeding_each_other_are_one_line(tmp_path):
+    # tensors name their producers: two views reading each other's output would be followed forever
+    a = {"name": "a", "op": "Reshape", "kind": "view", "inputs": [T("vb", [4, 4])], "outputs": [T("va", [4, 4])],
+         "attrs": {}}
+    b = {"name": "b", "op": "Reshape", "kind": "view", "inputs": [T("va", [4, 4])], "outputs": [T("vb", [4, 4])],
+         "attrs": {}}
+    relu = {"name": "r", "op": "Relu", "kind": "elementwise", "inputs": [T("va", [4, 4])], "outputs": [T("z", [4, 4])],
+            "attrs": {}, "flops": 16, "bytes": 64}
+    with pytest.raises(InputError, match=r"g.json: graph.nodes.ops\[\d\]: .*cycle"):
+        generate(graph([a, b, relu], []), "g.json", 2, CHIP)
