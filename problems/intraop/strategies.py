@@ -57,6 +57,11 @@ from problems.intraop.model import FORBIDDEN, interval_sum
 
 #: Default cap on configurations per op; see :func:`enumerate_configs` for which are kept.
 DEFAULT_MAX_CONFIGS = 32
+#: Largest ``--nprocs`` and number of ``--mesh`` axes: every op's configurations are enumerated
+#: (divisors up to p per dimension; (dimensions + 1)^axes assignments on a mesh), and beyond
+#: these the enumeration would not finish.
+MAX_NPROCS = 1 << 16
+MAX_MESH_AXES = 4
 KINDS = ("gemm", "conv", "elementwise", "reduction", "norm", "softmax", "pool", "embedding", "view", "other",
          "unknown")
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
@@ -444,14 +449,16 @@ def read_ops(doc: Any, path: str | Path) -> tuple[str, list[Op | None], list[tup
 
 def parse_mesh(spec: str | None, nprocs: int) -> tuple[int, ...] | None:
     """``"2x4"`` -> (2, 4); its product must equal ``nprocs``."""
-    if nprocs < 1:
-        raise InputError(f"--nprocs: must be >= 1, got {nprocs}")
+    if not 1 <= nprocs <= MAX_NPROCS:
+        raise InputError(f"--nprocs: must be in [1, {MAX_NPROCS}], got {nprocs}")
     if spec is None:
         return None
     try:
         mesh = tuple(int(x) for x in spec.lower().split("x"))
     except ValueError:
         raise InputError(f"--mesh: expected sizes like 2x4, got {spec!r}") from None
+    if len(mesh) > MAX_MESH_AXES:
+        raise InputError(f"--mesh: at most {MAX_MESH_AXES} axes, got {len(mesh)} in {spec!r}")
     if not mesh or any(x < 1 for x in mesh) or math.prod(mesh) != nprocs:
         raise InputError(f"--mesh: {spec!r} must be positive sizes whose product is --nprocs {nprocs}")
     return mesh

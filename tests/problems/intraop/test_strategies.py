@@ -292,3 +292,14 @@ def test_view_ops_feeding_each_other_are_one_line(tmp_path):
             "attrs": {}, "flops": 16, "bytes": 64}
     with pytest.raises(InputError, match=r"g.json: graph.nodes.ops\[\d\]: .*cycle"):
         generate(graph([a, b, relu], []), "g.json", 2, CHIP)
+
+
+def test_processor_counts_and_meshes_that_would_not_finish_are_refused():
+    # configurations are enumerated per op: divisors up to p per dimension, (dims + 1)^axes mesh assignments
+    from problems.intraop.strategies import MAX_MESH_AXES, MAX_NPROCS, parse_mesh
+
+    assert parse_mesh(None, MAX_NPROCS) is None and parse_mesh("2x2x2x2", 16) == (2, 2, 2, 2)
+    with pytest.raises(InputError, match=r"--nprocs: must be in \[1, 65536\], got 65537"):
+        parse_mesh(None, MAX_NPROCS + 1)
+    with pytest.raises(InputError, match=r"--mesh: at most 4 axes"):
+        parse_mesh("x".join(["2"] * (MAX_MESH_AXES + 1)), 2 ** (MAX_MESH_AXES + 1))
