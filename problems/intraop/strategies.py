@@ -30,9 +30,10 @@ Costs (seconds, then integer nanoseconds rounded to the nearest, per table entry
   the view ops between them (or it is not the producer's first output), the whole needed
   block is received (unless the producer runs replicated).
 * usage (bytes per processor) = parameter blocks (twice in training: gradients) + the
-  output block. Time steps are the ops in node order; an op's interval runs from its
-  step to its last consumer's (inclusive), or over all steps when it holds parameters
-  (a conservative over-count of its activation). The usage limit is the profile's memory.
+  output block + any further output whole. Time steps are the ops in node order; an op's
+  interval runs from its step to its last consumer's (inclusive), or over all steps when it
+  holds parameters (a conservative over-count of its activation). The usage limit is the
+  profile's memory.
 
 View ops (reshape, transpose, ...: kind ``view``, and transposes/permutes of kind
 ``other`` or ``unknown``) are free and pass layouts through; they get no node. Ops of
@@ -312,10 +313,12 @@ def node_time_s(op: Op, dom: Domain, c: tuple[int, ...], chip: ChipProfile, npro
 
 
 def node_usage(op: Op, dom: Domain, c: tuple[int, ...], training: bool) -> int:
-    """Bytes per processor: parameter blocks (twice in training) plus the output block (rounded up)."""
+    """Bytes per processor: parameter blocks (twice in training) plus the output block (rounded up),
+    plus every further output whole (their layouts are not tracked: whole is the most a processor holds)."""
     par = sum(math.ceil(t.nbytes / math.prod(_layout(c, m))) for t, m in zip(op.inputs, dom.in_maps) if t.param)
     out = op.outputs[0]
-    return (2 if training else 1) * par + math.ceil(out.nbytes / math.prod(_layout(c, dom.out_map)))
+    rest = sum(t.nbytes for t in op.outputs[1:])
+    return (2 if training else 1) * par + math.ceil(out.nbytes / math.prod(_layout(c, dom.out_map))) + rest
 
 
 def redistribution_bytes(nbytes: int, a: tuple[int, ...] | None, b: tuple[int, ...]) -> float:

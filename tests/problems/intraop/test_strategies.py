@@ -303,3 +303,15 @@ def test_processor_counts_and_meshes_that_would_not_finish_are_refused():
         parse_mesh(None, MAX_NPROCS + 1)
     with pytest.raises(InputError, match=r"--mesh: at most 4 axes"):
         parse_mesh("x".join(["2"] * (MAX_MESH_AXES + 1)), 2 ** (MAX_MESH_AXES + 1))
+
+
+def test_every_output_counts_in_usage():
+    # a split computed whole holds all three parts; a dropout's mask, whose layout is not
+    # tracked, is counted whole (the most a processor can hold), so a plan that fits, fits
+    split = {"name": "split", "op": "Split", "kind": "other", "inputs": [T("x", [8, 96])],
+             "outputs": [T("q", [8, 32]), T("k", [8, 32]), T("v", [8, 32])], "attrs": {}, "flops": 0, "bytes": 6144}
+    drop = {"name": "drop", "op": "Dropout", "kind": "elementwise", "inputs": [T("q", [8, 32])],
+            "outputs": [T("y", [8, 32]), T("mask", [8, 32])], "attrs": {}, "flops": 256, "bytes": 3 * 1024}
+    node, _ = _tables(generate(graph([split, drop], [[0, 1]]), "g.json", 4, CHIP))
+    assert node[0]["replicated"][1] == 3 * 1024
+    assert node[1]["split d0 by 4"][1] == 1024 // 4 + 1024 and node[1]["replicated"][1] == 2 * 1024
