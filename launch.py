@@ -136,11 +136,16 @@ class _Guard:
 
         return max(0.0, self.budget_end - time.monotonic())
 
-    def emitted(self, doc: dict[str, Any]) -> None:
+    def give(self, doc: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+        """Write and print the normal path's answer, unless the watchdog is already giving
+        its own (then wait for it to end the process)."""
         import time
 
+        if "guard" in _GUARD and not self.watchdog.claim(0 if _feasible(doc) else 1):
+            while True:
+                time.sleep(1.0)
+        emit(doc)
         self.t_emitted = time.monotonic()
-        self.watchdog.emitted(0 if _feasible(doc) else 1)
 
     def record(self) -> None:
         """Remember how long after the search's end the answer was out (written and printed),
@@ -284,9 +289,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=guard.budget_s(), target_gap=target_gap,
                           seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds)
-        _write_json(out, doc)
-    _print_pipeline_result(doc)
-    guard.emitted(doc)
+    guard.give(doc, emit)
     if doc["objective"] is None:
         sys.exit(1)
 
@@ -397,8 +400,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         doc = _run_on_ray("intraop", instance, {}, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
                           run_dir=rd, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet)
-    emit(doc)
-    guard.emitted(doc)
+    guard.give(doc, emit)
     if not doc["feasible"]:
         click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)
         sys.exit(1)

@@ -33,7 +33,7 @@ DATA = Path("/work/shared/data/iopddl")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--instances", nargs="+", default=["A", "C", "M"])
+    ap.add_argument("--instances", nargs="*", default=["A", "C", "M"])
     ap.add_argument("--generated", nargs="*", default=[])
     ap.add_argument("--instance-dir", type=Path, default=Path.home() / ".cache" / "gapstop" / "bench-instances")
     ap.add_argument("--iterations", type=int, default=40)

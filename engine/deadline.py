@@ -123,12 +123,17 @@ class Watchdog:
         """Report how long a write of the answer took (the running ``--out`` rewrites)."""
         self.write_s = max(self.write_s, seconds)
 
-    def emitted(self, code: int) -> None:
-        """The normal path has written and printed its answer; from now on only end the
-        process (with ``code``) if it is still running at the deadline."""
+    def claim(self, code: int) -> bool:
+        """The normal path is about to write and print its answer (the process's exit code
+        will be ``code``): from now on the thread only ends the process if it is still
+        running at the deadline. False if the thread has already begun giving its own
+        answer: the caller must then give none (the thread ends the process)."""
         with self._lock:
+            if self.fired:
+                return False
             self._code = code
             self._done.set()
+            return True
 
     def _run(self) -> None:
         end = self.deadline.end

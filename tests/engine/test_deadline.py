@@ -45,8 +45,8 @@ _CHILD = textwrap.dedent("""
     w = Watchdog(d, lambda: {"cost": 7}, lambda doc: print("emitted", doc["cost"], flush=True),
                  lambda doc: 0 if doc else 1, poll_s=0.05).start()
     if mode == "done":
+        assert w.claim(3)
         print("normal", flush=True)
-        w.emitted(3)
     time.sleep(30)  # a hung search, or a hung shutdown after the answer
 """)
 
