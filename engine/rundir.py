@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import math
+import functools
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,7 @@ import pyarrow.parquet as pq
 
 from engine.coordinator import Coordinator, Event
 from engine.errors import InputError
-from engine.persist import write_json_atomic
+from engine.persist import WriteFailures, write_json_atomic
 from engine.records import Bound, Incumbent, exact_text, exact_value
 
 EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind", pa.string()),
@@ -67,6 +68,27 @@ def _event_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=EVENT_SCHEMA)
 
 
+_Method = TypeVar("_Method", bound=Callable[..., None])
+
+
+def _reported(file: str) -> Callable[[_Method], _Method]:
+    """Make a write method of :class:`RunDir` report an ``OSError`` (one line, through its
+    :attr:`RunDir.write_failures`) instead of raising it: the run and its result in memory
+    go on, and the next successful write of the file catches up."""
+
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def guarded(self: RunDir, *args: Any, **kwargs: Any) -> None:
+            try:
+                method(self, *args, **kwargs)
+            except OSError as e:
+                self.write_failures.failed(self.path / file, e)
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
+
+
 def _json_float(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else x
 
@@ -75,11 +97,14 @@ class RunDir:
     """Persists a coordinator's state; see the module docstring for the files."""
 
     def __init__(self, path: str | Path, config: dict[str, Any], *, resume: bool = False,
-                 take_over: bool = False) -> None:
+                 take_over: bool = False, write_failures: WriteFailures | None = None) -> None:
         """``resume``: a new session of a stopped run (its checkpoint must exist and match).
         ``take_over``: the same session continued by another process (the events written
-        so far are kept; the clock is the caller's); neither: a new run."""
+        so far are kept; the clock is the caller's); neither: a new run.
+        ``write_failures``: where failed writes are reported (default: one line on stderr
+        per file); a write never raises."""
         self.path = Path(path)
+        self.write_failures = write_failures if write_failures is not None else WriteFailures()
         self.config = config
         self.session = 0
         self.t_offset = 0.0
@@ -97,13 +122,18 @@ class RunDir:
             if ev.exists():
                 self.events = pq.read_table(ev).to_pylist()
         else:
-            self.path.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.path / "config.json", config)
+            self._write_config(config)
             ev = self.path / "events.parquet"
             if take_over and ev.exists():
                 self.events = pq.read_table(ev).to_pylist()
 
     # -- writing ------------------------------------------------------------------------
+    @_reported("config.json")
+    def _write_config(self, config: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.path / "config.json", config)
+
+    @_reported("events.parquet")
     def record_event(self, e: Event) -> None:
         row = asdict(e)
         row["t_s"] = row["t_s"] + self.t_offset
@@ -114,11 +144,13 @@ class RunDir:
         pq.write_table(_event_table(self.events), tmp)
         tmp.replace(self.path / "events.parquet")
 
+    @_reported("best_solution.json")
     def record_incumbent(self, inc: Incumbent) -> None:
         write_json_atomic(self.path / "best_solution.json",
                           {"cost": inc.cost, "source": inc.source, "t_s": inc.t_s + self.t_offset,
                            "solution": inc.solution})
 
+    @_reported("checkpoint.json")
     def checkpoint(self, coord: Coordinator, elapsed_s: float) -> None:
         inc = coord.incumbent
         doc = {
@@ -131,6 +163,7 @@ class RunDir:
         }
         write_json_atomic(self.path / "checkpoint.json", doc)
 
+    @_reported("result.json")
     def write_result(self, doc: dict[str, Any]) -> None:
         write_json_atomic(self.path / "result.json", doc)
 

@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from problems.intraop import _bound_kernels as BK
+from problems.intraop._factors import eliminate, network_factors
 from problems.intraop.model import FORBIDDEN, IntraopProblem
 from problems.intraop.network import PairNetwork, build_network
 from problems.intraop.reduce import ReductionPlan, plan_reduction
@@ -94,11 +95,6 @@ def prepare_bounds(problem: IntraopProblem) -> BoundPrep:
     return prep
 
 
-def _sat(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
-    s = a + b
-    return np.where(s >= EXCL, EXCL, np.minimum(s, CAP))
-
-
 def elimination_order(core: NDArray[np.int64], plan: ReductionPlan, k: NDArray[np.int64],
                       table_limit: int) -> list[int] | None:
     """A greedy min-fill-size elimination order of the core graph, or None if some table would exceed ``table_limit``."""
@@ -128,40 +124,8 @@ def exact_core_min(order: list[int], theta: NDArray[np.int64], work: NDArray[np.
         The minimum (a Python int, of any size: a sum of capped tables), None if every
         assignment uses an excluded entry.
     """
-    k, ptr = net.k, net.ptr
-    bucket: dict[int, list[tuple[tuple[int, ...], NDArray[np.int64]]]] = {v: [] for v in order}
-    pos = {v: i for i, v in enumerate(order)}
-
-    def add(vs: tuple[int, ...], arr: NDArray[np.int64]) -> None:
-        if not vs:
-            constants.append(int(arr.reshape(-1)[0]))
-        else:
-            bucket[min(vs, key=pos.__getitem__)].append((vs, arr))
-
-    constants: list[int] = []
-    for v in order:
-        add((v,), theta[ptr[v]:ptr[v] + k[v]].copy())
-        for e in range(plan.adj_ptr[v], plan.adj_ptr[v + 1]):
-            j = int(plan.adj_nbr[e])
-            if j < v:
-                continue
-            t = int(plan.adj_tab[e])
-            off = int(plan.tab_off[t])
-            if int(plan.tab_x[t]) == v:
-                tab = work[off:off + k[v] * k[j]].reshape(k[v], k[j])
-            else:
-                tab = work[off:off + k[v] * k[j]].reshape(k[j], k[v]).T
-            add((v, j), np.ascontiguousarray(tab))
-    for v in order:
-        fs = bucket.pop(v)
-        full = tuple(sorted({x for vs, _ in fs for x in vs}))
-        acc = np.zeros([int(k[x]) for x in full], dtype=np.int64)
-        for vs, arr in fs:
-            acc = _sat(acc, arr.reshape([int(k[x]) if x in vs else 1 for x in full]))
-        add(tuple(x for x in full if x != v), acc.min(axis=full.index(v)))
-    if any(c >= EXCL for c in constants):  # each constant is one capped table entry: EXCL is the marker
-        return None
-    return sum(constants)
+    fe = eliminate(network_factors(order, theta, work, plan, net.k, net.ptr), net.k, order=order)
+    return None if fe.excluded else fe.value
 
 
 class CoreDual:

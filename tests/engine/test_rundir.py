@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -122,3 +123,48 @@ def test_exact_text_round_trips_every_number_kind() -> None:
         back = exact_value(exact_text(x))
         assert back == x and type(back) is (int if isinstance(x, (int, np.integer)) else float), x
     assert math.isnan(exact_value(exact_text(math.nan)))
+
+
+def _plain_coordinator(tmp_path):
+    from engine.coordinator import Coordinator
+    from engine.stopping import standard
+
+    return Coordinator(lambda s: (float(s), int(s)), standard(0.0, 60.0))
+
+
+def test_a_failed_write_is_one_line_per_directory_and_nothing_raises(tmp_path, monkeypatch) -> None:
+    import errno
+
+    from engine import rundir as rundir_module
+    from engine.coordinator import Event
+    from engine.persist import WriteFailures
+    from engine.records import Incumbent
+    from engine.rundir import RunDir
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a run dir below a regular file cannot be created, even by root
+    lines: list[str] = []
+    rd = RunDir(blocker / "rd", {"problem": "x"}, write_failures=WriteFailures(emit=lines.append))
+    inc = Incumbent(cost=5, solution=[1], source="s", t_s=0.0)
+    for _ in range(3):
+        rd.record_incumbent(inc)
+        rd.record_event(Event(0.0, "w", "upper", 5.0, "m", "feasible"))
+        rd.checkpoint(_plain_coordinator(tmp_path), 1.0)
+        rd.write_result({"cost": 5})
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith(f"warning: cannot write {blocker / 'rd' / 'config.json'}: ")
+    assert rd.write_failures.count == 1 + 4 * 3
+
+    # a full disk, then space again: the next write catches up
+    rd = RunDir(tmp_path / "ok", {"problem": "x"}, write_failures=WriteFailures(emit=lines.append))
+    real = rundir_module.write_json_atomic
+
+    def full(path, doc):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rundir_module, "write_json_atomic", full)
+    rd.write_result({"cost": 5})
+    assert len(lines) == 2 and "No space left on device" in lines[-1] and not (tmp_path / "ok" / "result.json").exists()
+    monkeypatch.setattr(rundir_module, "write_json_atomic", real)
+    rd.write_result({"cost": 4})
+    assert json.loads((tmp_path / "ok" / "result.json").read_text()) == {"cost": 4}
