@@ -90,9 +90,10 @@ def densify(problem: IntraopProblem, seed: int, *, extra: float = 0.11, kind: st
         kind: ``"resample"``: the cost table is a copy of a uniformly drawn existing table
             of the same shape ``k_u x k_v`` (or its transpose); without one, its entries are
             drawn from all the instance's table entries. ``"crosscut"``: ``v`` has as many
-            strategies as ``u`` and the table forces equal strategies (0 on the diagonal,
-            FORBIDDEN elsewhere), the kind of edge instance C adds to M's graph (there,
-            19,179 such edges, every one between nodes of equal strategy counts).
+            strategies as ``u`` and the same anchor strategy, and the table forces equal
+            strategies (0 on the diagonal, FORBIDDEN elsewhere), the kind of edge instance C
+            adds to M's graph (there, 19,179 such edges, every one between nodes of equal
+            strategy counts).
         anchor: int64[n] strategies whose entry in every added table is made finite
             (default :func:`least_usage_strategies`): the added edges never forbid it, so the
             result stays feasible when the anchor was feasible.
@@ -108,11 +109,13 @@ def densify(problem: IntraopProblem, seed: int, *, extra: float = 0.11, kind: st
     anchor = least_usage_strategies(problem) if anchor is None else np.asarray(anchor, dtype=np.int64)
     dist = np.abs(eu - ev)
     dist = dist[dist > 0] if np.any(dist > 0) else np.arange(1, max(2, n))
-    by_k = {int(kk): np.nonzero(k == kk)[0] for kk in np.unique(k)}
+    # crosscut partners: same strategy count and same anchor strategy (the anchor stays feasible)
+    cls = k * (int(k.max()) + 1) + anchor
+    by_cls = {int(c): np.nonzero(cls == c)[0] for c in np.unique(cls)}
     if kind == "crosscut":
-        pool = np.nonzero((k > 1) & np.array([len(by_k[int(x)]) > 1 for x in k]))[0]
+        pool = np.nonzero((k > 1) & np.array([len(by_cls[int(c)]) > 1 for c in cls]))[0]
         if len(pool) == 0:
-            raise ValueError("crosscut: no two nodes with the same strategy count (> 1)")
+            raise ValueError("crosscut: no two nodes with the same strategy count (> 1) and anchor strategy")
     else:
         pool = np.arange(n)
     us = pool[rng.integers(0, len(pool), size=add)]
@@ -128,7 +131,7 @@ def densify(problem: IntraopProblem, seed: int, *, extra: float = 0.11, kind: st
     new_u, new_v, tables = [], [], []
     for u, t in zip(us.tolist(), targets.tolist()):
         if kind == "crosscut":
-            same = by_k[int(k[u])]
+            same = by_cls[int(cls[u])]
             i = int(np.searchsorted(same, t))
             cand = [int(x) for x in same[max(0, i - 2):i + 2] if x != u]
             v = min(cand, key=lambda x: (abs(x - t), x))
