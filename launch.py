@@ -250,19 +250,45 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
     return doc
 
 
+def _mcm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Multi-chip-module constraints of ``pipeline solve`` (chips = -k/--chips)."""
+    opts = [
+        click.option("--ring", is_flag=True,
+                     help="Chips on a uni-directional ring: every edge goes to the same or a higher chip, "
+                          "and exactly chips 0..C-1 are used, none empty."),
+        click.option("--no-triangle", is_flag=True,
+                     help="No direct chip dependency next to an indirect path between the same chips."),
+        click.option("--memory-hard", is_flag=True,
+                     help="The graph's per-stage memory is a hard limit instead of an overflow cost."),
+        click.option("--check", "check", default=None, metavar="MODULE:FUNCTION",
+                     help="User check fn(problem, chips) -> bool; False or an exception rejects a partition."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, check: str | None) -> Any:
+    from problems.pipeline.constraints import Constraints
+    return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check)
+
+
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
+@click.option("-k", "--chips", "k", type=int, required=True,
+              help="Number of pipeline stages / chips (1 to 1024; README: Input limits).")
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
 @click.option("--contiguous", is_flag=True,
               help="Stages contiguous in the file's node order (optimal by construction); in-process.")
+@_mcm_options
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                    cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
-                   contiguous: bool = False) -> None:
+                   contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
+                   memory_hard: bool = False, check: str | None = None) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Runs on Ray (started locally unless --address is given) and leaves a run directory
@@ -280,7 +306,14 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
     check_stages(problem, k)
+    constraints = _mcm_constraints(k, ring, no_triangle, memory_hard, check)
+    constraints.validate(problem)
+    params: dict[str, Any] = {"k": k}
+    if constraints.any:
+        params["constraints"] = constraints.to_dict()
     if contiguous:
+        if constraints.any:
+            raise InputError("--contiguous: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
         _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
         return
     rd = resume or run_dir or str(default_run_dir())
@@ -307,11 +340,11 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 
         doc = solve_local(problem, k, time_limit_s=guard.budget_s(), target_gap=target_gap, seed=seed,
                           islands=islands, out_path=str(running), progress=tick, bounds_enabled=not no_bounds,
-                          _expose=holder)
+                          constraints=constraints, _expose=holder)
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
-        doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=guard.budget_s(), target_gap=target_gap,
+        doc = _run_on_ray("pipeline", graph, params, time_limit=guard.budget_s(), target_gap=target_gap,
                           seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds, out=out)
     guard.give(doc, emit)
@@ -385,7 +418,11 @@ def pipeline_evaluate(graph: str, result: str) -> None:
         blocks, order = doc["blocks"], doc.get("order")
     except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
-    ev = evaluate(problem, blocks, order, k=doc.get("k"))
+    cons = doc.get("constraints")  # a constrained run's partition is checked against its constraints
+    ev = evaluate(problem, blocks, order, k=doc.get("k"),
+                  constraints=None if not cons else _mcm_constraints(
+                      doc["k"], bool(cons.get("ring")), bool(cons.get("no_triangle")),
+                      bool(cons.get("memory_hard")), cons.get("check")))
     click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
 
 
