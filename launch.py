@@ -95,6 +95,96 @@ def _status_printer(quiet: bool) -> Callable[[dict[str, Any]], None] | None:
     return show
 
 
+#: the running command's time-limit guard (read by :func:`run` to record how long the finish took)
+_GUARD: dict[str, Any] = {}
+
+
+class _Guard:
+    """``--time-limit`` as the whole process's wall clock: see :mod:`engine.deadline`.
+
+    The search gets the time up to ``deadline - reserve``, where the reserve is what the
+    finish (final writes, shutdown) of the last runs of the same ``kind`` took; a watchdog
+    thread writes and prints ``answer()`` (the best answer so far) and ends the process if
+    the normal path has not done so in time.
+    """
+
+    def __init__(self, kind: str, time_limit: float, answer: Callable[[], dict[str, Any] | None],
+                 emit: Callable[[dict[str, Any]], None]) -> None:
+        import time
+
+        from engine.deadline import Deadline, FinishCosts, Watchdog, set_run_end
+
+        # only a process that is this command (``run()``, the entry point) counts from its own
+        # start and may be ended by the watchdog; called from a longer-lived one (tests, a
+        # library), the limit counts from the command's start and no thread ends the caller
+        whole = "entry" in _GUARD
+        self.kind, self.costs = kind, FinishCosts()
+        self.deadline = Deadline(time_limit) if whole else Deadline(time_limit, start=time.monotonic())
+        self.reserve_s = self.costs.reserve_s(kind) if whole else 0.0
+        self.t_emitted: float | None = None
+        self.budget_end = self.deadline.end - self.reserve_s
+        if whole:  # (a longer-lived caller keeps its own run clock)
+            set_run_end(self.budget_end)
+
+        def late(doc: dict[str, Any]) -> None:
+            doc = {**doc, "elapsed_s": round(self.deadline.elapsed(), 3)}
+            if doc.get("stopped_because") == "running":
+                doc["stopped_because"] = "time-limit"
+            emit(doc)
+
+        self.watchdog = Watchdog(self.deadline, answer, late, lambda d: 0 if _feasible(d) else 1,
+                                 on_exit=self.record)
+        if whole:
+            self.watchdog.start()
+            _GUARD["guard"] = self
+
+    def budget_s(self) -> float:
+        import time
+
+        return max(0.0, self.budget_end - time.monotonic())
+
+    def give(self, doc: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+        """Write and print the normal path's answer, unless the watchdog is already giving
+        its own (then wait for it to end the process)."""
+        import time
+
+        if "guard" in _GUARD and not self.watchdog.claim(0 if _feasible(doc) else 1):
+            while True:
+                time.sleep(1.0)
+        emit(doc)
+        self.t_emitted = time.monotonic()
+
+    def record(self) -> None:
+        """Remember how long after the search's end the answer was out (written and printed),
+        when that was after it. What follows (Ray's shutdown) needs no reserve: the watchdog
+        ends the process at the deadline. When the watchdog had to give the answer, the finish
+        needed more than the reserve and the time that was left: twice the reserve (at least
+        the watchdog's margin) is recorded, so the reserve of the following runs grows until
+        their own finish fits and is measured. A finish that fitted records what it took
+        (0 if nothing), so the reserve also shrinks again (it is the largest of the last few)."""
+        import time
+
+        over = (self.t_emitted or time.monotonic()) - self.budget_end
+        if self.watchdog.fired:
+            if self.watchdog.gave_answer:  # without one, the search needed the time, not the finish
+                self.costs.record(self.kind, max(over, 2 * self.reserve_s, self.watchdog.margin_s))
+        else:
+            self.costs.record(self.kind, max(0.0, over))
+
+
+def _feasible(doc: dict[str, Any] | None) -> bool:
+    return doc is not None and bool(doc.get("feasible", doc.get("objective") is not None))
+
+
+def _running_doc(path: Path) -> dict[str, Any] | None:
+    """The result document a run keeps rewriting (None until it holds a solution)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and _feasible(doc) else None
+
+
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by the solve commands of every problem."""
     opts = [
@@ -160,24 +250,53 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
     return doc
 
 
+def _mcm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Multi-chip-module constraints of ``pipeline solve`` (chips = -k/--chips)."""
+    opts = [
+        click.option("--ring", is_flag=True,
+                     help="Chips on a uni-directional ring: every edge goes to the same or a higher chip, "
+                          "and exactly chips 0..C-1 are used, none empty."),
+        click.option("--no-triangle", is_flag=True,
+                     help="No direct chip dependency next to an indirect path between the same chips."),
+        click.option("--memory-hard", is_flag=True,
+                     help="The graph's per-stage memory is a hard limit instead of an overflow cost."),
+        click.option("--check", "check", default=None, metavar="MODULE:FUNCTION",
+                     help="User check fn(problem, chips) -> bool; False or an exception rejects a partition."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, check: str | None) -> Any:
+    from problems.pipeline.constraints import Constraints
+    return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check)
+
+
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
+@click.option("-k", "--chips", "k", type=int, required=True,
+              help="Number of pipeline stages / chips (1 to 1024; README: Input limits).")
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
 @click.option("--contiguous", is_flag=True,
               help="Stages contiguous in the file's node order (optimal by construction); in-process.")
+@_mcm_options
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                    cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
-                   contiguous: bool = False) -> None:
+                   contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
+                   memory_hard: bool = False, check: str | None = None) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Runs on Ray (started locally unless --address is given) and leaves a run directory
     with result.json, best_solution.json, events.parquet and a checkpoint.
     """
+    import tempfile
+
+    from engine.persist import default_run_dir
     from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
@@ -187,13 +306,30 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
     check_stages(problem, k)
+    constraints = _mcm_constraints(k, ring, no_triangle, memory_hard, check)
+    constraints.validate(problem)
+    params: dict[str, Any] = {"k": k}
+    if constraints.any:
+        params["constraints"] = constraints.to_dict()
     if contiguous:
+        if constraints.any:
+            raise InputError("--contiguous: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
         for flag, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address)):
             if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
                 raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
                                  "directory (use --out for the result)")
         _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
         return
+    rd = resume or run_dir or str(default_run_dir())
+    running = Path(out) if out and in_process else (
+        Path(tempfile.mkdtemp()) / "result.json" if in_process else Path(rd) / "result.json")
+
+    def emit(doc: dict[str, Any]) -> None:
+        _write_json(out, doc)
+        _print_pipeline_result(doc)
+
+    guard = _Guard(f"pipeline-{'in-process' if in_process else 'ray'}", time_limit,
+                   lambda: _running_doc(running), emit)
     if in_process:
         from problems.pipeline.run import solve_local
 
@@ -206,16 +342,16 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
                 show({"ub": c.ub, "lb": c.lb, "gap": c.gap, "evals": stats.evals,
                       "elapsed": holder["clock"].elapsed()})
 
-        doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
-                          islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
-                          _expose=holder)
+        doc = solve_local(problem, k, time_limit_s=guard.budget_s(), target_gap=target_gap, seed=seed,
+                          islands=islands, out_path=str(running), progress=tick, bounds_enabled=not no_bounds,
+                          constraints=constraints, _expose=holder)
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
-        doc = _run_on_ray("pipeline", graph, {"k": k}, time_limit=time_limit, target_gap=target_gap, seed=seed,
-                          run_dir=run_dir, resume=resume, address=address, workers=workers,
+        doc = _run_on_ray("pipeline", graph, params, time_limit=guard.budget_s(), target_gap=target_gap,
+                          seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds, out=out)
-    _print_pipeline_result(doc)
+    guard.give(doc, emit)
     if doc["objective"] is None:
         sys.exit(1)
 
@@ -286,7 +422,11 @@ def pipeline_evaluate(graph: str, result: str) -> None:
         blocks, order = doc["blocks"], doc.get("order")
     except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
-    ev = evaluate(problem, blocks, order, k=doc.get("k"))
+    cons = doc.get("constraints")  # a constrained run's partition is checked against its constraints
+    ev = evaluate(problem, blocks, order, k=doc.get("k"),
+                  constraints=None if not cons else _mcm_constraints(
+                      doc["k"], bool(cons.get("ring")), bool(cons.get("no_triangle")),
+                      bool(cons.get("memory_hard")), cons.get("check")))
     click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
 
 
@@ -321,36 +461,54 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     """
     import time
 
+    from engine.persist import default_run_dir
     from problems.intraop.io import load_problem
 
     t0 = time.perf_counter()
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
     if max_table < 1:
         raise InputError(f"--max-table: must be >= 1, got {max_table}")
-    problem = load_problem(instance)  # fail fast on bad input, before starting Ray
-    if method == "elimination":
-        doc = _intraop_eliminate(problem, time_limit, max_table, t0)
-    elif in_process:
-        from problems.intraop.runner import solve
+    rd = resume or run_dir or str(default_run_dir())
+    latest: dict[str, Any] = {}
 
-        def save(inc: Any) -> None:
-            _write_json(out, {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
-                              "solution": inc.solution, "lower_bound": None, "gap": None,
-                              "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": "running"})
-
-        doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
-                    workers=workers or max(1, os.cpu_count() or 1), on_improvement=save if out else None)
-        doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    def emit(doc: dict[str, Any]) -> None:
         _write_json(out, doc)
+        if fmt == "contest":
+            if doc["solution"] is not None:
+                click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
+        else:
+            click.echo(json.dumps(doc))
+
+    guard = None
+    if method != "elimination":
+        guard = _Guard(f"intraop-{'in-process' if in_process else 'ray'}", time_limit,
+                       (lambda: latest.get("doc")) if in_process else (lambda: _running_doc(Path(rd) / "result.json")),
+                       emit)
+    problem = load_problem(instance)  # fail fast on bad input, before starting Ray
+    if guard is None:
+        doc = _intraop_eliminate(problem, time_limit, max_table, t0)
+        emit(doc)
     else:
-        doc = _run_on_ray("intraop", instance, {}, time_limit=time_limit, target_gap=target_gap, seed=seed,
-                          run_dir=run_dir, resume=resume, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, quiet=quiet, out=out)
-    if fmt == "contest":
-        if doc["solution"] is not None:
-            click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
-    else:
-        click.echo(json.dumps(doc))
+        if in_process:
+            from problems.intraop.runner import solve
+
+            def save(inc: Any) -> None:
+                assert guard is not None
+                latest["doc"] = {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
+                                 "solution": inc.solution, "lower_bound": None, "gap": None,
+                                 "elapsed_s": round(guard.deadline.elapsed(), 3), "stopped_because": "running"}
+                t = time.monotonic()
+                _write_json(out, latest["doc"])
+                guard.watchdog.note_write(time.monotonic() - t)
+
+            doc = solve(problem, time_limit_s=guard.budget_s(), seed=seed,
+                        workers=workers or max(1, os.cpu_count() or 1), on_improvement=save)
+            doc["elapsed_s"] = round(guard.deadline.elapsed(), 3)
+        else:
+            doc = _run_on_ray("intraop", instance, {}, time_limit=guard.budget_s(), target_gap=target_gap,
+                              seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
+                              cpus_per_worker=cpus_per_worker, quiet=quiet, out=out)
+        guard.give(doc, emit)
     if not doc["feasible"]:
         click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)
         sys.exit(1)
@@ -561,6 +719,7 @@ def run() -> None:
     import atexit
     import threading
 
+    _GUARD["entry"] = True  # this process is the command: --time-limit counts from its start
     try:
         main()
         code = 0
@@ -579,6 +738,8 @@ def run() -> None:
             stream.flush()
         except (OSError, ValueError):  # closed or broken pipe: nothing more can reach it
             pass
+    if "guard" in _GUARD:  # a solve command: how long its finish took, for the next run's reserve
+        _GUARD["guard"].record()
     os._exit(code)
 
 

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 
 from actors.prelude import Prelude
 from actors.prelude import available as prelude_available
+from engine.deadline import run_end
 from engine.errors import InputError
 from engine.persist import WriteFailures, file_digest
 
@@ -376,6 +377,7 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
             t_end = prelude.t_end
         else:
             t_end = time.monotonic() + time_limit_s
+        t_end = min(t_end, run_end())  # a process deadline (launch.py) counts Ray's start-up too
         if head > 0:
             ray.get(coord.set_hold.remote(True))
         for i in bound_slots:

@@ -41,8 +41,14 @@ class Adapter(Protocol):
                    elapsed_s: float) -> dict[str, Any]: ...
 
 
+def _pipeline_constraints(params: dict[str, Any]) -> Any:
+    """The MCM constraints of ``params["constraints"]`` (absent: none), chips = k."""
+    from problems.pipeline.constraints import Constraints
+    return Constraints.from_dict(params.get("constraints"), params["k"])
+
+
 class PipelineAdapter:
-    """MTPP: params ``{"k": int}``."""
+    """MTPP: params ``{"k": int, "constraints": {...} (optional, MCM constraints)}``."""
 
     name = "pipeline"
 
@@ -55,14 +61,15 @@ class PipelineAdapter:
         k = params.get("k")
         if not isinstance(k, int) or k < 1:
             raise InputError(f"-k: must be an integer >= 1, got {k!r}")
+        _pipeline_constraints(params).validate(problem)
 
     def evaluator(self, problem: Any, params: dict[str, Any]) -> Evaluator:
         from problems.pipeline.run import PipelineEvaluator
-        return PipelineEvaluator(problem, params["k"])
+        return PipelineEvaluator(problem, params["k"], _pipeline_constraints(params))
 
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
         from problems.pipeline.run import make_search
-        return make_search(problem, params["k"], seed, index)
+        return make_search(problem, params["k"], seed, index, constraints=_pipeline_constraints(params))
 
     def to_solution(self, found: Any) -> Any:
         from problems.pipeline.run import split_to_solution
@@ -83,12 +90,13 @@ class PipelineAdapter:
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
         from problems.pipeline.run import run_bound_job
-        run_bound_job(problem, params["k"], spec, ctx, seed, parallel=parallel, num_workers=num_workers)
+        run_bound_job(problem, params["k"], spec, ctx, seed, parallel=parallel, num_workers=num_workers,
+                      constraints=_pipeline_constraints(params))
 
     def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
                    elapsed_s: float) -> dict[str, Any]:
         from problems.pipeline.run import result_doc
-        return result_doc(problem, params["k"], coord, reason, elapsed_s)
+        return result_doc(problem, params["k"], coord, reason, elapsed_s, _pipeline_constraints(params))
 
     def extend_head_start(self, job_bounds: dict[str, Any], lb: float | None, waited_s: float) -> bool | None:
         from problems.pipeline.run import extend_head_start

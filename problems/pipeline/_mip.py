@@ -160,6 +160,9 @@ def build_partition_model(
     heavy_block: int | None = None,
     heavy_work: Fraction | None = None,
     objective_floor: Fraction | None = None,
+    nonempty: bool = False,
+    no_triangle: bool = False,
+    memory_hard: bool = False,
 ) -> PartitionModel:
     """Build the partition model.
 
@@ -175,6 +178,7 @@ def build_partition_model(
         objective_floor: a known lower bound on OPT (e.g. the simple bound); the bottleneck
             variable starts at ``floor(s floor)``. Still valid: the image of an optimal
             partition may set bottleneck to that value, which is <= s OPT.
+        nonempty, no_triangle, memory_hard: the MCM constraints (:func:`add_mcm_constraints`).
     The objective is ``bottleneck`` with ``counts[b] * bottleneck >= block_b`` for costed b.
     """
     assert set(empty) <= {1, nb}
@@ -231,6 +235,7 @@ def build_partition_model(
     low = 0 if objective_floor is None else max(0, min(big, sc.floor_of(objective_floor)))
     bottleneck = model.new_int_var(low, big, "bottleneck")
     slack = 0
+    overs: dict[int, Any] = {}
     cuts_of: dict[int, list[tuple[int, Any]]] = {b: [] for b in costed}
     ins_of: dict[int, list[tuple[int, Any]]] = {b: [] for b in costed}
     for (u, b), var in c.items():
@@ -260,6 +265,7 @@ def build_partition_model(
                 param_lin.add_x(y[v], b, sc.param_lo[v])
             param = param_lin.expr()
             over = model.new_int_var(0, big, f"over{b}")
+            overs[b] = over
             pk_max = sum(sc.out_lo) + max(sc.ws_lo, default=0)
             # param + peak (or + cut) never exceeds sum(param_lo) + pk_max, so a larger allowance
             # constrains nothing more; capping it there keeps the constants within int64 when
@@ -296,6 +302,14 @@ def build_partition_model(
             slack = 1   # cnt * bottleneck >= cost may round the bottleneck up by one unit
         _ge(model, counts[b - 1] * bottleneck, cost)
 
+    if memory_hard:
+        # param + (a lower bound on the peak) <= M per block (count M per superblock) is
+        # implied by the hard limit: still a relaxation
+        for over in overs.values():
+            model.add(over == 0)
+    if nonempty or no_triangle:
+        add_mcm_constraints(model, problem, y, nb, nonempty=nonempty, no_triangle=no_triangle)
+
     if heavy_block is not None:
         assert heavy_work is not None
         heavy = _Lin()
@@ -305,6 +319,53 @@ def build_partition_model(
     model.minimize(bottleneck)
     return PartitionModel(model=model, nb=nb, y=y, c=c, cin=cin, block_cost=block_cost,
                           objective=bottleneck, objective_low=low, slack=slack, scaled=sc)
+
+
+#: the triangle constraint is modelled only up to this many edge x chip-pair terms; beyond
+#: it the model leaves it out (a relaxation: its bound stays valid, its partitions may be
+#: rejected by the evaluator)
+TRIANGLE_MAX_TERMS = 200_000
+
+
+def add_mcm_constraints(model: cp_model.CpModel, problem: PipelineProblem, y: list[list[Lit]], nb: int, *,
+                        nonempty: bool, no_triangle: bool) -> bool:
+    """The linear MCM constraints on blocks 1..nb in DAG (ring) order.
+
+    * ``nonempty``: every block holds a node (no skipped chip; the ring order is the DAG
+      constraint (8) the model has anyway);
+    * ``no_triangle``: ``D[a,b] >= x_ua + x_vb - 1`` for every edge (u, v) and a < b (a chip
+      edge), reachability ``R >= D``, ``R[a,c] >= R[a,b] + R[b,c] - 1``, and
+      ``D[a,c] + R[a,b] + R[b,c] <= 2`` for a < b < c (no direct edge next to a longer
+      path). D and R are only bounded below, so they can take their true values: the
+      constraint set is exact. Left out above :data:`TRIANGLE_MAX_TERMS`.
+    Returns whether the triangle constraint was added.
+    """
+    n = problem.n
+
+    def x(v: int, b: int) -> Any:
+        return y[v][b] - y[v][b - 1]
+
+    if nonempty:
+        for b in range(1, nb + 1):
+            _ge(model, sum(x(v, b) for v in range(n)), 1)
+    if not no_triangle or nb < 3:
+        return no_triangle
+    if problem.m * nb * (nb - 1) // 2 > TRIANGLE_MAX_TERMS:
+        return False
+    d = {(a, b): model.new_bool_var(f"D{a}_{b}") for a in range(1, nb + 1) for b in range(a + 1, nb + 1)}
+    r = {(a, b): model.new_bool_var(f"R{a}_{b}") for (a, b) in d}
+    for u, v in problem.edges:
+        u, v = int(u), int(v)
+        for (a, b), var in d.items():
+            _ge(model, var, x(u, a) + x(v, b) - 1)
+    for key, var in d.items():
+        model.add(r[key] >= var)
+    for a in range(1, nb + 1):
+        for b in range(a + 1, nb + 1):
+            for c in range(b + 1, nb + 1):
+                model.add(r[(a, c)] >= r[(a, b)] + r[(b, c)] - 1)
+                model.add(d[(a, c)] + r[(a, b)] + r[(b, c)] <= 2)
+    return True
 
 
 def labels_from(pm: PartitionModel, value: Callable[[Any], int]) -> list[int]:

@@ -253,7 +253,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                 on_event: Callable[[SolveEvent], None] | None = None,
                 num_workers: int = 1, random_seed: int = 0,
                 should_stop: Callable[[], bool] | None = None,
-                cp_params: dict[str, Any] | None = None, floor: float | None = None) -> Bound:
+                cp_params: dict[str, Any] | None = None, floor: float | None = None,
+                constraints: Any = None) -> Bound:
     """The exact MIP with k blocks (Fig. 3): a lower bound, and partitions on the way.
 
     Without a memory limit its optimum is OPT (up to the conservative rounding);
@@ -269,6 +270,12 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
             which helps large models under short limits).
         floor: a proven lower bound on OPT from elsewhere (e.g. ``spectral``); the
             model's bottleneck starts there.
+        constraints: MCM constraints (:class:`~problems.pipeline.constraints.Constraints`):
+            the bound is then on the constrained optimum. The model adds no empty block
+            (``ring``), the triangle constraint (up to :data:`_mip.TRIANGLE_MAX_TERMS`) and
+            ``param + peak <= M`` (``memory_hard``, a relaxation); ``detail["mcm"]`` lists
+            what was modelled. Without a memory limit and with every constraint modelled
+            (no user check), its optimum is the constrained optimum.
     Returns:
         A bound whose ``detail["blocks"]`` is the last partition found (the best by the
         model's cost, which with a memory limit underestimates the true cost), block per
@@ -282,7 +289,12 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     low = _floor(problem, k)
     if floor is not None and math.isfinite(floor):
         low = max(low, Fraction(floor))
-    pm = _mip.build_partition_model(problem, sc, k, objective_floor=low)
+    cons = constraints if constraints is not None and constraints.any else None
+    ring = bool(cons and cons.ring)
+    tri = bool(cons and cons.no_triangle)
+    mem = bool(cons and cons.memory_hard and problem.memory is not None)
+    pm = _mip.build_partition_model(problem, sc, k, objective_floor=low, nonempty=ring, no_triangle=tri,
+                                    memory_hard=mem)
     if hint is not None:
         from problems.pipeline.evaluate import evaluate  # numba: 0.2 s to import, needed for hints only
 
@@ -297,6 +309,9 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                                      random_seed=random_seed, callback=cb, on_bound=on_bound,
                                      should_stop=should_stop, cp_params=cp_params)
     detail = {"k": k, "scale": float(sc.s), "blocks": cb.best, "mip_value": cb.best_mip_value}
+    if cons is not None:
+        detail["mcm"] = {"no_skip": ring, "memory_hard": mem,
+                         "triangle": tri and (k < 3 or problem.m * k * (k - 1) // 2 <= _mip.TRIANGLE_MAX_TERMS)}
     return _bound("exact", status, value, time.perf_counter() - t0, detail)
 
 

@@ -16,6 +16,8 @@ from numpy.typing import NDArray
 
 from engine.errors import InputError
 from problems.pipeline import _kernels
+from problems.pipeline.constraints import (Constraints, ConstraintViolation, dynamic_violation,
+                                           static_violation)
 from problems.pipeline.model import PipelineProblem
 
 
@@ -109,7 +111,7 @@ def check_order(problem: PipelineProblem, order: Any) -> NDArray[np.int32]:
 
 
 def evaluate(problem: PipelineProblem, blocks: Any, order: Any = None,
-             k: int | None = None) -> Evaluation:
+             k: int | None = None, constraints: Constraints | None = None) -> Evaluation:
     """Exactly evaluate a partition.
 
     Args:
@@ -118,22 +120,38 @@ def evaluate(problem: PipelineProblem, blocks: Any, order: Any = None,
         order: optional schedule, a topological order of all nodes; each block runs
             its nodes in this order. Default: :func:`canonical_order`.
         k: if given, reject partitions with more than k non-empty blocks.
+        constraints: MCM constraints to check (:mod:`problems.pipeline.constraints`);
+            with ``ring`` the labels are chip ids and are kept as they are.
     Raises:
         InputError: wrong length, negative labels, more than k blocks, a cyclic
             quotient graph, or an order that is not topological.
+        ConstraintViolation: an active MCM constraint is violated (its ``name`` says which).
     """
     b = np.asarray(blocks)
     if b.shape != (problem.n,) or not np.issubdtype(b.dtype, np.integer):
         raise InputError(f"blocks: expected {problem.n} integer block labels")
     if len(b) and b.min() < 0:
         raise InputError(f"blocks[{int(np.argmin(b))}]: negative block label")
+    cons = constraints if constraints is not None and constraints.any else None
+    if cons is not None and cons.ring:  # before the cycle test, so a back edge is named as such
+        _raise_if(static_violation(problem, cons, b.astype(np.int64)))
     rank = _quotient_rank(problem, b.astype(np.int64))
     nb = int(rank.max()) + 1
     if k is not None and nb > k:
         raise InputError(f"blocks: {nb} non-empty blocks, more than k = {k}")
+    if cons is not None and not cons.ring:
+        _raise_if(static_violation(problem, cons, rank))
     o = canonical_order(problem, rank) if order is None else check_order(problem, order)
     cost, wk, inb, outb, prm, pk = _kernels.block_costs(
         o, rank, nb, problem.work, problem.size_param, problem.size_out, problem.succ_ptr,
         problem.succ, problem.pred_ptr, problem.pred, problem.bandwidth, problem.memory_or_minus1)
-    return Evaluation(objective=float(cost.max()), blocks=rank, order=o, block_costs=cost, work=wk,
-                      in_bytes=inb, out_bytes=outb, param_bytes=prm, peak_bytes=pk)
+    ev = Evaluation(objective=float(cost.max()), blocks=rank, order=o, block_costs=cost, work=wk,
+                    in_bytes=inb, out_bytes=outb, param_bytes=prm, peak_bytes=pk)
+    if cons is not None:
+        _raise_if(dynamic_violation(problem, cons, ev, rank))
+    return ev
+
+
+def _raise_if(found: tuple[str, str] | None) -> None:
+    if found is not None:
+        raise ConstraintViolation(*found)

@@ -20,11 +20,11 @@ from threadpoolctl import threadpool_limits
 from engine.coordinator import Coordinator
 from engine.local_runner import job_budget, live_bound
 from engine.records import Bound
+from problems.pipeline.constraints import Constraints
 from problems.pipeline.model import PipelineProblem
 
 if TYPE_CHECKING:
     from problems.pipeline.decoder import Split
-    from problems.pipeline.search import PipelineSearch
 
 # The decoder, evaluator and search modules load numba (0.2 s) and are imported where
 # used: a local run reads this module before it forks its head-start MIP, which needs
@@ -43,23 +43,31 @@ class PipelineEvaluator:
     A solution is ``{"blocks": [block per node], "order": [schedule] (optional)}``.
     Before scoring, the blocks' own schedule is split optimally again by SliceGraph,
     which can only lower the cost (the reported split is one of the candidates);
-    the better of the two is kept. Returns ``(cost, canonical solution)``.
+    the better of the two is kept (with ``constraints``, only if the re-split is valid
+    too). Returns ``(cost, canonical solution)``; a partition that violates an active
+    constraint raises :class:`~problems.pipeline.constraints.ConstraintViolation`.
     """
 
-    def __init__(self, problem: PipelineProblem, k: int) -> None:
+    def __init__(self, problem: PipelineProblem, k: int, constraints: Constraints | None = None) -> None:
         from problems.pipeline.decoder import SliceDecoder
 
         self.problem = problem
         self.k = k
+        self.constraints = constraints if constraints is not None and constraints.any else None
         self.decoder = SliceDecoder(problem, k)
 
     def __call__(self, solution: Any) -> tuple[float, dict[str, Any]]:
+        from problems.pipeline.constraints import ConstraintViolation
         from problems.pipeline.evaluate import evaluate
 
-        ev = evaluate(self.problem, solution["blocks"], solution.get("order"), k=self.k)
+        cons = self.constraints
+        ev = evaluate(self.problem, solution["blocks"], solution.get("order"), k=self.k, constraints=cons)
         resplit = self.decoder.slice(ev.order)
         if resplit.value < ev.objective:
-            ev = evaluate(self.problem, resplit.blocks, resplit.order, k=self.k)
+            try:
+                ev = evaluate(self.problem, resplit.blocks, resplit.order, k=self.k, constraints=cons)
+            except ConstraintViolation:
+                pass  # the reported partition stands
         return ev.objective, {"blocks": ev.blocks.tolist(), "order": ev.order.tolist(),
                               "block_costs": ev.block_costs.tolist()}
 
@@ -68,21 +76,29 @@ def split_to_solution(split: Split) -> dict[str, Any]:
     return {"blocks": split.blocks.tolist(), "order": split.order.tolist()}
 
 
-def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, population: int = 100
-                ) -> PipelineSearch:
+def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, population: int = 100,
+                constraints: Constraints | None = None) -> Any:
     """Island ``index`` of a run seeded with ``seed``: its own stream from one SeedSequence,
-    its first generation seeded with the MLA and MLA-weighted orders."""
+    its first generation seeded with the MLA and MLA-weighted orders.
+
+    With active ``constraints`` the islands cycle through BRKGA + FIX, random search
+    (uniform + SAMPLE) and simulated annealing (:mod:`problems.pipeline.mcm_search`)."""
     from problems.pipeline.search import PipelineSearch, mla_seeds
 
     root = np.random.SeedSequence(seed)
     mla_stream, *islands = root.spawn(index + 2)
+    if constraints is not None and constraints.any:
+        from problems.pipeline.mcm_search import make_constrained_search
+        return make_constrained_search(problem, constraints, np.random.default_rng(islands[index]), index,
+                                       population=population,
+                                       seeds=lambda: mla_seeds(problem, np.random.default_rng(mla_stream)))
     seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
     return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
                           seeds=seeds)
 
 
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,
-               elapsed_s: float) -> dict[str, Any]:
+               elapsed_s: float, constraints: Constraints | None = None) -> dict[str, Any]:
     """The ``result.json`` document (schema in the README)."""
     inc = coord.incumbent
     bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
@@ -109,7 +125,22 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
         ev = evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
         doc["stages"] = stage_plan(problem, ev)
         doc.update(split_spec(problem, ev))
+    if constraints is not None and constraints.any:
+        doc["constraints"] = constraints_doc(constraints, coord)
     return doc
+
+
+def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, Any]:
+    """``result.json``'s ``constraints``: the options, the active constraints, and how many
+    reported partitions the coordinator rejected, per violated constraint."""
+    from problems.pipeline.constraints import NAMES
+
+    rejected = {name: 0 for name in constraints.active()}
+    for _, message in coord.rejected:
+        for name in NAMES:
+            if message.startswith(f"ConstraintViolation: partition violates {name}:"):
+                rejected[name] = rejected.get(name, 0) + 1
+    return {**constraints.to_dict(), "active": constraints.active(), "rejected": rejected}
 
 
 # ---------------------------------------------------------------------------------- bounds
@@ -169,9 +200,11 @@ def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: 
 
 
 def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, seed: int = 0,
-                  parallel: bool = False, num_workers: int = 1) -> None:
+                  parallel: bool = False, num_workers: int = 1,
+                  constraints: Constraints | None = None) -> None:
     """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,
-    ``time_left``, ``should_stop``)."""
+    ``time_left``, ``should_stop``). Every bound of the unconstrained problem bounds the
+    constrained one; only the exact MIP adds ``constraints`` (the linear ones)."""
     from problems.pipeline import bounds
 
     budget = job_budget(ctx, spec, parallel)
@@ -204,6 +237,8 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         # CP-SAT needs >= 2 threads for its portfolio (LNS included): with one it finds far
         # worse partitions (regal_000, k=16, 20 s: 3558 with 1 thread, 2136 with 2).
         common["num_workers"] = max(EXACT_MIN_THREADS, num_workers)
+        if constraints is not None and constraints.any:
+            common["constraints"] = constraints
         b = bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, **common)
         if b.status == "optimal":
             proven.set()
@@ -252,19 +287,26 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
 
 # ------------------------------------------------------------------------------ in-process
 class _LocalJob:
-    def __init__(self, problem: PipelineProblem, k: int, spec: dict[str, Any], seed: int) -> None:
+    def __init__(self, problem: PipelineProblem, k: int, spec: dict[str, Any], seed: int,
+                 constraints: Constraints | None = None) -> None:
         self.problem, self.k, self.spec, self.seed = problem, k, spec, seed
+        self.constraints = constraints
         self.name = spec["kind"] + (f"[{spec['j']}]" if "j" in spec else "")
 
     def __call__(self, ctx: Any) -> None:
-        run_bound_job(self.problem, self.k, self.spec, ctx, self.seed)
+        run_bound_job(self.problem, self.k, self.spec, ctx, self.seed, constraints=self.constraints)
 
 
 def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0, target_gap: float = 0.0,
                 seed: int = 0, islands: int = 1, out_path: str | None = None,
                 progress: Any = None, bounds_enabled: bool = True,
+                constraints: Constraints | None = None,
                 _expose: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run searches and bounds in-process until the target gap, optimality or the time limit.
+
+    With active ``constraints`` (chips = k) only valid partitions are accepted, the searches
+    are the constrained islands of :func:`make_search`, and the exact MIP carries the
+    constraints it can model.
 
     With ``out_path``, the result file is rewritten atomically at every improvement
     (``"stopped_because": "running"``), so a killed run keeps its best partition.
@@ -284,19 +326,20 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
 
     def persist(_: Any) -> None:
         if out_path:
-            writes.write_json(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed()))
+            writes.write_json(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed(),
+                                                   constraints))
 
-    coord = Coordinator(PipelineEvaluator(problem, k), standard(target_gap, time_limit_s), clock,
+    coord = Coordinator(PipelineEvaluator(problem, k, constraints), standard(target_gap, time_limit_s), clock,
                         on_incumbent=persist)
     holder["c"] = coord
     if _expose is not None:  # lets a caller show live progress
         _expose.update(coord=coord, clock=clock)
     coord.offer_bound(simple_bound(problem, k))  # closed form, instant
-    searches = [make_search(problem, k, seed, i) for i in range(islands)]
-    jobs = [_LocalJob(problem, k, s, seed) for s in bound_job_specs(problem, k)] if bounds_enabled else []
+    searches = [make_search(problem, k, seed, i, constraints=constraints) for i in range(islands)]
+    jobs = [_LocalJob(problem, k, s, seed, constraints) for s in bound_job_specs(problem, k)] if bounds_enabled else []
     reason, stats = run_threads(coord, searches, jobs, time_limit_s - clock.elapsed(),
                                 on_tick=progress, to_solution=split_to_solution)
-    doc = result_doc(problem, k, coord, reason, clock.elapsed())
+    doc = result_doc(problem, k, coord, reason, clock.elapsed(), constraints)
     doc["evaluations"] = stats.evals
     if stats.errors:
         doc["worker_errors"] = stats.errors

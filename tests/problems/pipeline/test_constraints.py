@@ -1,0 +1,242 @@
+"""MCM constraints: the exact evaluator against an independent checker, the constraint
+solver (SAMPLE, FIX) against brute force, the paper's Figure 2 cases, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import InputError
+from problems.pipeline.constraints import Constraints, ConstraintSolver, ConstraintViolation
+from problems.pipeline.evaluate import evaluate
+from problems.pipeline.generators import random_dag
+from problems.pipeline.model import PipelineProblem
+from tests.problems.pipeline.mcm_reference import all_labellings, first_violation
+
+CHECK = "tests.problems.pipeline.test_constraints:"
+
+
+def first_chip_even(problem: PipelineProblem, chips: object) -> bool:
+    """A user check: node 0's chip is even."""
+    return int(list(chips)[0]) % 2 == 0  # type: ignore[call-overload]
+
+
+def raises_on_chip_one(problem: PipelineProblem, chips: object) -> bool:
+    """A user check that raises for some partitions (a failing backend)."""
+    c = list(chips)  # type: ignore[call-overload]
+    if int(c[len(c) // 2]) % 2 == 1:
+        raise RuntimeError("backend crashed")
+    return True
+
+
+def _graph(n: int, edges: list[tuple[int, int]], *, param: list[int] | None = None,
+           memory: int | None = None) -> PipelineProblem:
+    return PipelineProblem(name="g", work=np.arange(1, n + 1, dtype=float), size_param=param or [0] * n,
+                           size_out=[1] * n, edges=edges, bandwidth=1.0, memory=memory)
+
+
+def _violation(p: PipelineProblem, labels: tuple[int, ...], cons: Constraints) -> str | None:
+    """What the product's evaluator says: a constraint name, cycle/too-many, or None."""
+    try:
+        evaluate(p, np.array(labels), k=cons.chips, constraints=cons)
+    except ConstraintViolation as e:
+        return e.name
+    except InputError as e:
+        msg = str(e)
+        assert "cycle" in msg or "more than k" in msg, msg
+        return "cycle" if "cycle" in msg else "too-many"
+    return None
+
+
+def _tiny_cases(count: int) -> list[tuple[PipelineProblem, Constraints]]:
+    """Random DAGs with n <= 7, C <= 4 (C^n <= 1024 labellings) and random active constraints."""
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(count):
+        c = int(rng.integers(1, 5))
+        n_max = {1: 7, 2: 7, 3: 6, 4: 5}[c]
+        n = int(rng.integers(max(2, c), n_max + 1))
+        p = random_dag(n, 1000 + i, p=float(rng.uniform(0.2, 0.7)), memory=bool(rng.random() < 0.4))
+        flags = rng.random(4) < 0.5
+        check = (CHECK + "first_chip_even") if flags[3] else None
+        memory_hard = bool(rng.random() < 0.5) and p.memory is not None
+        out.append((p, Constraints(chips=c, ring=bool(flags[0]), no_triangle=bool(flags[1] or not flags[0]),
+                                   memory_hard=memory_hard, check=check)))
+    return out
+
+
+CASES = _tiny_cases(220)
+
+
+def test_evaluator_agrees_with_independent_checker_on_every_labelling() -> None:
+    seen: dict[str | None, int] = {}
+    for p, cons in CASES:
+        for labels in all_labellings(p.n, cons.chips):
+            want = first_violation(p, labels, cons.chips, ring=cons.ring, triangle=cons.no_triangle,
+                                   memory=cons.memory_hard,
+                                   check=first_chip_even if cons.check else None)
+            got = _violation(p, labels, cons)
+            assert got == want, (p.edges.tolist(), labels, cons)
+            seen[want] = seen.get(want, 0) + 1
+    # every verdict occurs, so each branch of the checker was exercised
+    assert {"ring-order", "no-skip", "cycle", "triangle", "memory", "check", None} <= set(seen), seen
+
+
+def _static_feasible(p: PipelineProblem, cons: Constraints) -> bool:
+    return any(first_violation(p, labels, cons.chips, ring=cons.ring, triangle=cons.no_triangle,
+                               memory=False) is None for labels in all_labellings(p.n, cons.chips))
+
+
+@pytest.mark.parametrize("mode", ["sample", "fix", "cp-sat"])
+def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
+    """``cp-sat``: SAMPLE with no backtracking allowed, so every conflict goes to the CP-SAT fallback."""
+    rng = np.random.default_rng(3)
+    verdicts = {"valid": 0, "infeasible": 0}
+    for p, cons in CASES[:160]:
+        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle)
+        solver = ConstraintSolver(p, static, max_fails=0 if mode == "cp-sat" else None)
+        feasible = _static_feasible(p, static)
+        for _ in range(3):
+            if mode != "fix":
+                out = solver.sample(rng.random((p.n, static.chips)), rng.permutation(p.n), rng)
+            else:
+                out = solver.fix(rng.integers(0, static.chips, p.n), rng.permutation(p.n), rng)
+            assert out.status == ("valid" if feasible else "infeasible"), (p.edges.tolist(), static, out)
+            if out.valid:
+                assert out.chips is not None
+                assert first_violation(p, tuple(out.chips.tolist()), static.chips, ring=static.ring,
+                                       triangle=static.no_triangle, memory=False) is None
+                assert out.objective == evaluate(p, out.chips, constraints=static).objective
+            verdicts[out.status] += 1
+            verdicts[out.via] = verdicts.get(out.via, 0) + 1
+    assert min(verdicts["valid"], verdicts["infeasible"]) > 10, verdicts
+    if mode == "cp-sat":
+        assert verdicts.get("cp-sat", 0) >= 3, verdicts
+
+
+def test_fix_keeps_a_valid_proposal_and_dynamic_failures_are_rejections() -> None:
+    rng = np.random.default_rng(0)
+    p = random_dag(40, 5, p=0.08)
+    cons = Constraints(chips=5, ring=True, no_triangle=True)
+    solver = ConstraintSolver(p, cons)
+    valid = solver.sample(None, rng=rng)
+    assert valid.valid and valid.chips is not None
+    again = solver.fix(valid.chips, rng.permutation(p.n), rng)
+    assert again.valid and again.kept == p.n and np.array_equal(again.chips, valid.chips)
+    # a raising user check rejects that candidate, is counted, and the next call still works
+    raising = ConstraintSolver(p, Constraints(chips=5, ring=True, check=CHECK + "raises_on_chip_one"))
+    outs = [raising.sample(None, rng=rng) for _ in range(30)]
+    assert {o.status for o in outs} <= {"valid", "rejected"}
+    rejected = [o for o in outs if o.status == "rejected"]
+    assert rejected and all(o.violated == "check" and "backend crashed" in o.message for o in rejected)
+    assert raising.counts.get("rejected:check") == len(rejected)
+
+
+# ----------------------------------------------------------------------------- Figure 2
+# (a): 0 -> 1 -> 3 -> 4 and 0 -> 2 -> 4 on three chips in a row (b).
+FIG2 = [(0, 1), (0, 2), (1, 3), (2, 4), (3, 4)]
+
+
+@pytest.mark.parametrize("labels, name", [
+    ([0, 0, 1, 1, 0], "ring-order"),   # (c) node 2 -> node 4 goes from chip 1 back to chip 0
+    ([0, 0, 0, 2, 2], "no-skip"),      # (d) chip 1 is skipped
+    ([0, 1, 2, 2, 2], "triangle"),     # (e) chip 0 -> chip 2 directly (0 -> 2) and via chip 1 (0 -> 1 -> 3)
+    ([0, 1, 1, 2, 2], "memory"),       # (f) chip 1 holds both heavy nodes
+])
+def test_figure2_invalid_partitions_are_rejected_by_name(labels: list[int], name: str) -> None:
+    p = _graph(5, FIG2, param=[1, 6, 6, 1, 1], memory=10)
+    cons = Constraints(chips=3, ring=True, no_triangle=True, memory_hard=True)
+    with pytest.raises(ConstraintViolation) as err:
+        evaluate(p, labels, k=3, constraints=cons)
+    assert err.value.name == name
+    assert f"violates {name}" in str(err.value)
+
+
+def test_figure2_valid_partition_and_unconstrained_evaluation_unchanged() -> None:
+    p = _graph(5, FIG2, param=[1, 6, 1, 6, 1], memory=12)
+    cons = Constraints(chips=3, ring=True, no_triangle=True, memory_hard=True)
+    ev = evaluate(p, [0, 1, 1, 2, 2], k=3, constraints=cons)
+    assert ev.blocks.tolist() == [0, 1, 1, 2, 2]
+    assert ev.objective == evaluate(p, [0, 1, 1, 2, 2], k=3).objective
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_options_fail_with_one_line() -> None:
+    p = _graph(3, [(0, 1), (1, 2)])
+    for cons, text in [(Constraints(chips=0), "--chips: must be >= 1"),
+                       (Constraints(chips=4, ring=True), "--chips: 4 chips but only 3 nodes"),
+                       (Constraints(chips=2, memory_hard=True), "--memory-hard needs a memory limit"),
+                       (Constraints(chips=2, check="no_such_module_xyz:f"), "--check: cannot import"),
+                       (Constraints(chips=2, check="nocolon"), "--check: expected MODULE:FUNCTION"),
+                       (Constraints(chips=63, no_triangle=True), "at most 62 chips")]:
+        with pytest.raises(InputError) as err:
+            cons.validate(p)
+        assert text in str(err.value) and "\n" not in str(err.value)
+    Constraints(chips=4).validate(p)  # at most 4 blocks without --ring: fine
+
+
+# ----------------------------------------------------------------------------- MIP and bounds
+def _mip_cases() -> list[tuple[PipelineProblem, Constraints]]:
+    rng = np.random.default_rng(11)
+    out = []
+    for i in range(24):
+        c = (2, 3, 4)[i % 3]
+        n = int(rng.integers(c + 1, {2: 7, 3: 6, 4: 6}[c] + 1))
+        p = random_dag(n, 500 + i, p=float(rng.uniform(0.25, 0.6)), bandwidth=(1.0, 0.7, 3.0)[i % 3])
+        out.append((p, Constraints(chips=c, ring=True, no_triangle=i % 4 != 3)))
+    return out
+
+
+@pytest.mark.mip
+def test_constrained_exact_mip_equals_brute_force_and_every_bound_is_below() -> None:
+    from problems.pipeline import bounds
+    from tests.problems.pipeline.mcm_reference import constrained_optimum
+
+    differs = 0
+    for i, (p, cons) in enumerate(_mip_cases()):
+        opt = constrained_optimum(p, cons.chips, ring=cons.ring, triangle=cons.no_triangle)
+        ex = bounds.exact_bound(p, cons.chips, 10.0, constraints=cons)
+        if opt is None:
+            assert ex.status == "infeasible", (p.edges.tolist(), cons)
+            continue
+        assert ex.status == "optimal" and ex.value <= opt
+        assert ex.value == pytest.approx(opt, rel=1e-6), (p.edges.tolist(), cons)
+        got = evaluate(p, ex.detail["blocks"], k=cons.chips, constraints=cons)  # a valid partition
+        assert got.objective == pytest.approx(opt, rel=1e-12)
+        for method in bounds.METHODS if i % 4 == 0 else ("simple", "bottleneck"):  # the others take seconds
+            if method != "exact":
+                assert bounds.lower_bound(p, cons.chips, method, 10.0).value <= opt, method
+        differs += opt > bounds.exact_bound(p, cons.chips, 10.0).value * (1 + 1e-6)
+    assert differs >= 3, differs  # the constraints raise the optimum on some of these graphs
+
+
+# ----------------------------------------------------------------------------- searches
+def test_exactly_makes_c_contiguous_non_empty_stages() -> None:
+    from problems.pipeline import _kernels
+    from problems.pipeline.mcm_search import exactly
+
+    p = random_dag(12, 3, p=0.3)
+    order = _kernels.kahn_order(np.random.default_rng(0).random(12), p.succ_ptr, p.succ, p.pred_ptr)
+    blocks = np.empty(12, dtype=np.int64)
+    blocks[order] = [0] * 9 + [1] * 3
+    out = exactly(order, blocks, 5)
+    assert sorted(set(out.tolist())) == [0, 1, 2, 3, 4] and (np.diff(out[order]) >= 0).all()
+    assert (out[p.edges[:, 0]] <= out[p.edges[:, 1]]).all()
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+def test_constrained_islands_report_valid_partitions_near_the_optimum(kind: int) -> None:
+    from problems.pipeline.mcm_search import make_constrained_search
+    from tests.problems.pipeline.mcm_reference import constrained_optimum
+
+    p = random_dag(7, 21, p=0.4)
+    cons = Constraints(chips=3, ring=True, no_triangle=True)
+    opt = constrained_optimum(p, 3, ring=True, triangle=True)
+    assert opt is not None
+    island = make_constrained_search(p, cons, np.random.default_rng(kind), kind, population=20)
+    found: list[float] = []
+    island.step(0.5, lambda value, split: found.append(
+        evaluate(p, split.blocks, split.order, k=3, constraints=cons).objective))
+    assert found and found == sorted(found, reverse=True) and found[-1] >= opt - 1e-9
+    if kind == 0:  # BRKGA + FIX finds the optimum of a 7-node graph within half a second
+        assert found[-1] == pytest.approx(opt, rel=1e-12)

@@ -1,0 +1,68 @@
+"""The MCM constraint options of ``pipeline solve`` and ``pipeline evaluate`` (in-process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from launch import main
+from problems.pipeline.generators import random_dag
+from problems.pipeline.io import load_graph, save_graph
+from tests.problems.pipeline.mcm_reference import constrained_optimum
+
+RAISING = "tests.problems.pipeline.test_constraints:raises_on_chip_one"
+
+
+@pytest.fixture()
+def tiny(tmp_path: Path) -> Path:
+    f = tmp_path / "tiny.json"
+    save_graph(random_dag(7, 5, p=0.35), f)
+    return f
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--chips", "0", "--ring"], "error: -k: must be >= 1, got 0"),
+    (["--chips", "8", "--ring"], "error: --chips: 8 chips but only 7 nodes"),
+    (["--chips", "2", "--check", "no_such_module_xyz:fn"], "error: --check: cannot import 'no_such_module_xyz:fn'"),
+    (["--chips", "2", "--memory-hard"], "--memory-hard needs a memory limit"),
+])
+def test_bad_constraint_options_exit_2_with_one_line(tiny: Path, args: list[str], msg: str) -> None:
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), *args, "--in-process", "--quiet"])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], res.output
+
+
+@pytest.mark.mip
+def test_constrained_solve_proves_the_constrained_optimum(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "--chips", "3", "--ring", "--no-triangle",
+                                    "--in-process", "--time-limit", "30", "--quiet", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    opt = constrained_optimum(load_graph(tiny), 3, ring=True, triangle=True)
+    assert opt is not None and doc["objective"] == pytest.approx(opt, rel=1e-12)
+    assert doc["stopped_because"] == "optimal" and doc["lower_bound"] <= opt
+    assert doc["constraints"]["active"] == ["ring-order", "no-skip", "triangle"]
+    assert sorted(set(doc["blocks"])) == [0, 1, 2]
+    # evaluate re-checks the constraints the result states
+    res = CliRunner().invoke(main, ["pipeline", "evaluate", str(tiny), str(out)])
+    assert res.exit_code == 0 and json.loads(res.output)["objective"] == doc["objective"]
+    doc["blocks"] = [0] * len(doc["blocks"])
+    out.write_text(json.dumps(doc))
+    res = CliRunner().invoke(main, ["pipeline", "evaluate", str(tiny), str(out)])
+    assert res.exit_code == 2 and "violates no-skip" in res.output
+
+
+def test_a_raising_check_rejects_partitions_without_ending_the_run(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "--chips", "3", "--ring", "--check", RAISING,
+                                    "--in-process", "--time-limit", "2", "--no-bounds", "--islands", "3",
+                                    "--quiet", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["constraints"]["check"] == RAISING and doc["objective"] is not None
+    assert doc["blocks"][len(doc["blocks"]) // 2] % 2 == 0  # the check raises on odd chips there
