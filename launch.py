@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,11 @@ from typing import Any, Callable
 import click
 
 from engine.errors import InputError
-from engine.persist import write_json_atomic
+from engine.persist import WriteFailures, read_json_file
+
+#: a failed write of an output file is one line on stderr; the command goes on and prints its result
+#: (one reporter per command: :func:`main` renews it)
+_OUT_WRITES = WriteFailures(emit=lambda line: click.echo(line, err=True))
 
 
 def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -36,12 +41,14 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _write_json(path: str | None, doc: dict[str, Any]) -> None:
     if path:
-        write_json_atomic(path, doc)
+        _OUT_WRITES.write_json(path, doc)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """gapstop: partition ML computation graphs and certify how good the answer is."""
+    global _OUT_WRITES
+    _OUT_WRITES = WriteFailures(emit=lambda line: click.echo(line, err=True))
 
 
 # ----------------------------------------------------------------------------- pipeline
@@ -88,6 +95,96 @@ def _status_printer(quiet: bool) -> Callable[[dict[str, Any]], None] | None:
     return show
 
 
+#: the running command's time-limit guard (read by :func:`run` to record how long the finish took)
+_GUARD: dict[str, Any] = {}
+
+
+class _Guard:
+    """``--time-limit`` as the whole process's wall clock: see :mod:`engine.deadline`.
+
+    The search gets the time up to ``deadline - reserve``, where the reserve is what the
+    finish (final writes, shutdown) of the last runs of the same ``kind`` took; a watchdog
+    thread writes and prints ``answer()`` (the best answer so far) and ends the process if
+    the normal path has not done so in time.
+    """
+
+    def __init__(self, kind: str, time_limit: float, answer: Callable[[], dict[str, Any] | None],
+                 emit: Callable[[dict[str, Any]], None]) -> None:
+        import time
+
+        from engine.deadline import Deadline, FinishCosts, Watchdog, set_run_end
+
+        # only a process that is this command (``run()``, the entry point) counts from its own
+        # start and may be ended by the watchdog; called from a longer-lived one (tests, a
+        # library), the limit counts from the command's start and no thread ends the caller
+        whole = "entry" in _GUARD
+        self.kind, self.costs = kind, FinishCosts()
+        self.deadline = Deadline(time_limit) if whole else Deadline(time_limit, start=time.monotonic())
+        self.reserve_s = self.costs.reserve_s(kind) if whole else 0.0
+        self.t_emitted: float | None = None
+        self.budget_end = self.deadline.end - self.reserve_s
+        if whole:  # (a longer-lived caller keeps its own run clock)
+            set_run_end(self.budget_end)
+
+        def late(doc: dict[str, Any]) -> None:
+            doc = {**doc, "elapsed_s": round(self.deadline.elapsed(), 3)}
+            if doc.get("stopped_because") == "running":
+                doc["stopped_because"] = "time-limit"
+            emit(doc)
+
+        self.watchdog = Watchdog(self.deadline, answer, late, lambda d: 0 if _feasible(d) else 1,
+                                 on_exit=self.record)
+        if whole:
+            self.watchdog.start()
+            _GUARD["guard"] = self
+
+    def budget_s(self) -> float:
+        import time
+
+        return max(0.0, self.budget_end - time.monotonic())
+
+    def give(self, doc: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+        """Write and print the normal path's answer, unless the watchdog is already giving
+        its own (then wait for it to end the process)."""
+        import time
+
+        if "guard" in _GUARD and not self.watchdog.claim(0 if _feasible(doc) else 1):
+            while True:
+                time.sleep(1.0)
+        emit(doc)
+        self.t_emitted = time.monotonic()
+
+    def record(self) -> None:
+        """Remember how long after the search's end the answer was out (written and printed),
+        when that was after it. What follows (Ray's shutdown) needs no reserve: the watchdog
+        ends the process at the deadline. When the watchdog had to give the answer, the finish
+        needed more than the reserve and the time that was left: twice the reserve (at least
+        the watchdog's margin) is recorded, so the reserve of the following runs grows until
+        their own finish fits and is measured. A finish that fitted records what it took
+        (0 if nothing), so the reserve also shrinks again (it is the largest of the last few)."""
+        import time
+
+        over = (self.t_emitted or time.monotonic()) - self.budget_end
+        if self.watchdog.fired:
+            if self.watchdog.gave_answer:  # without one, the search needed the time, not the finish
+                self.costs.record(self.kind, max(over, 2 * self.reserve_s, self.watchdog.margin_s))
+        else:
+            self.costs.record(self.kind, max(0.0, over))
+
+
+def _feasible(doc: dict[str, Any] | None) -> bool:
+    return doc is not None and bool(doc.get("feasible", doc.get("objective") is not None))
+
+
+def _running_doc(path: Path) -> dict[str, Any] | None:
+    """The result document a run keeps rewriting (None until it holds a solution)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and _feasible(doc) else None
+
+
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by the solve commands of every problem."""
     opts = [
@@ -113,20 +210,30 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: Longest --time-limit accepted (seconds, about 116 days): waits on far longer timeouts overflow.
+MAX_TIME_LIMIT_S = 1e7
+#: Most --workers (and --islands) accepted: each is a thread or an actor with its own search state.
+MAX_WORKERS = 4096
+
+
+def _check_time_limit(time_limit: float) -> None:
+    if not 0 < time_limit <= MAX_TIME_LIMIT_S:  # also refuses nan
+        raise InputError(f"--time-limit: must be > 0 and at most {MAX_TIME_LIMIT_S:g} seconds, got {time_limit}")
+
+
 def _check_run_options(target_gap: float, time_limit: float, workers: int | None, cpus_per_worker: float) -> None:
     if not 0 <= target_gap < 1:
         raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers: must be >= 1, got {workers}")
-    if cpus_per_worker <= 0:
-        raise InputError(f"--cpus-per-worker: must be > 0, got {cpus_per_worker}")
+    _check_time_limit(time_limit)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"--workers: must be in [1, {MAX_WORKERS}], got {workers}")
+    if not 0 < cpus_per_worker < math.inf:  # also refuses nan
+        raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
 
 
 def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
                 seed: int, run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                cpus_per_worker: float, quiet: bool, bounds: bool = True) -> dict[str, Any]:
+                cpus_per_worker: float, quiet: bool, bounds: bool = True, out: str | None = None) -> dict[str, Any]:
     from actors.runner import run
     from engine.persist import default_run_dir
 
@@ -135,7 +242,7 @@ def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_li
     try:
         doc = run(problem_name, path, params, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
                   run_dir=rd, resume=resume is not None, address=address, workers=workers,
-                  cpus_per_worker=cpus_per_worker, bounds=bounds, progress=show)
+                  cpus_per_worker=cpus_per_worker, bounds=bounds, progress=show, out_path=out)
     except ConnectionError as e:
         raise InputError(f"--address: cannot connect to Ray at {address!r}: {e}") from None
     if show is not None and sys.stderr.isatty():
@@ -197,41 +304,69 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
 
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "--chips", "k", type=int, required=True, help="Number of pipeline stages / chips (>= 1).")
+@click.option("-k", "--chips", "k", type=int, required=True,
+              help="Number of pipeline stages / chips (1 to 1024; README: Input limits).")
 @_run_options
 @click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
+@click.option("--contiguous", is_flag=True,
+              help="Stages contiguous in the file's node order (optimal by construction); in-process.")
 @_mcm_options
 @_policy_options
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                    cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
-                   ring: bool = False, no_triangle: bool = False, memory_hard: bool = False,
-                   check: str | None = None, policy: str | None = None, finetune: bool = False,
-                   policy_mode: str = "fix") -> None:
+                   contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
+                   memory_hard: bool = False, check: str | None = None, policy: str | None = None,
+                   finetune: bool = False, policy_mode: str = "fix") -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Runs on Ray (started locally unless --address is given) and leaves a run directory
     with result.json, best_solution.json, events.parquet and a checkpoint.
     """
-    from problems.pipeline.io import load_graph
+    import tempfile
+
+    from engine.persist import default_run_dir
+    from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if not 1 <= islands <= MAX_WORKERS:
+        raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
+    problem = load_graph(graph)  # fail fast on bad input, before starting Ray
+    check_stages(problem, k)
     constraints = _mcm_constraints(k, ring, no_triangle, memory_hard, check)
+    constraints.validate(problem)
     params: dict[str, Any] = {"k": k}
     if constraints.any:
         params["constraints"] = constraints.to_dict()
     policy_spec = _policy_spec(policy, finetune, policy_mode)
     if policy_spec is not None:
         params["policy"] = policy_spec
+    if contiguous:
+        if constraints.any:
+            raise InputError("--contiguous: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
+        for flag, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address)):
+            if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
+                raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
+                                 "directory (use --out for the result)")
+        _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
+        return
+    rd = resume or run_dir or str(default_run_dir())
+    running = Path(out) if out and in_process else (
+        Path(tempfile.mkdtemp()) / "result.json" if in_process else Path(rd) / "result.json")
+
+    def emit(doc: dict[str, Any]) -> None:
+        _write_json(out, doc)
+        _print_pipeline_result(doc)
+
+    guard = _Guard(f"pipeline-{'in-process' if in_process else 'ray'}", time_limit,
+                   lambda: _running_doc(running), emit)
     if in_process:
         from problems.pipeline.run import solve_local
 
-        problem = load_graph(graph)
-        constraints.validate(problem)
         holder: dict[str, Any] = {}
         show = _status_printer(quiet)
 
@@ -241,25 +376,46 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
                 show({"ub": c.ub, "lb": c.lb, "gap": c.gap, "evals": stats.evals,
                       "elapsed": holder["clock"].elapsed()})
 
-        doc = solve_local(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
-                          islands=islands, out_path=out, progress=tick, bounds_enabled=not no_bounds,
+        doc = solve_local(problem, k, time_limit_s=guard.budget_s(), target_gap=target_gap, seed=seed,
+                          islands=islands, out_path=str(running), progress=tick, bounds_enabled=not no_bounds,
                           constraints=constraints, policy=policy_spec, _expose=holder)
         if show is not None and sys.stderr.isatty():
             click.echo("", err=True)
     else:
-        constraints.validate(load_graph(graph))  # fail fast on bad input, before starting Ray
-        doc = _run_on_ray("pipeline", graph, params, time_limit=time_limit, target_gap=target_gap, seed=seed,
-                          run_dir=run_dir, resume=resume, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds)
-        _write_json(out, doc)
-    _print_pipeline_result(doc)
+        doc = _run_on_ray("pipeline", graph, params, time_limit=guard.budget_s(), target_gap=target_gap,
+                          seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
+                          cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds, out=out)
+    guard.give(doc, emit)
     if doc["objective"] is None:
         sys.exit(1)
 
 
+def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str | None, bounds: bool) -> None:
+    from problems.pipeline.io import load_graph
+    from problems.pipeline.plan import solve_contiguous
+
+    problem = load_graph(graph)
+    try:
+        doc = solve_contiguous(problem, k, time_limit_s=time_limit, bounds=bounds, seed=seed,
+                               num_workers=max(2, os.cpu_count() or 1))
+    except InputError as e:  # the file's node order is the plan's order: say which file
+        raise InputError(f"{graph}: --contiguous needs the node order to be topological; {e}") from None
+    _write_json(out, doc)
+    _print_pipeline_result(doc)
+    click.echo("contiguous in the file's node order: optimal among such plans; the gap is against the "
+               "unrestricted lower bound")
+    for s in doc["stages"]:
+        mods = ", ".join(s["modules"][:4]) + (f", ... ({len(s['modules'])} modules)" if len(s["modules"]) > 4 else "")
+        click.echo(f"stage {s['stage']}: {s['cost']:.6g} = compute {s['compute']:.6g} + communication "
+                   f"{s['communication']:.6g} + overflow {s['overflow']:.6g}; {len(s['ops'])} ops; {mods or '-'}")
+    if "split_spec" in doc:
+        click.echo(f"split_spec: {json.dumps(doc['split_spec'])}"
+                   + "".join(f"\n  {line}" for line in doc["split_spec_problems"]))
+
+
 @pipeline.command("bound")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (>= 1).")
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
 @click.option("--method", required=True,
               type=click.Choice(["simple", "spectral", "bottleneck", "bottleneck-no-dag", "bottleneck-no-io",
                                  "guess-the-bottleneck", "exact"]))
@@ -269,11 +425,13 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str | None) -> None:
     """Compute one lower bound on the optimal bottleneck of GRAPH with K stages."""
     from problems.pipeline.bounds import lower_bound
-    from problems.pipeline.io import load_graph
+    from problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
+    _check_time_limit(time_limit)
     problem = load_graph(graph)
+    check_stages(problem, k)
     # the MIP methods solve with one CP-SAT worker per core (CP-SAT's portfolio needs >= 2)
     kw = {} if method in ("simple", "spectral") else {"num_workers": max(2, os.cpu_count() or 1)}
     b = lower_bound(problem, k, method, time_limit, **kw)
@@ -293,10 +451,10 @@ def pipeline_evaluate(graph: str, result: str) -> None:
     from problems.pipeline.io import load_graph
 
     problem = load_graph(graph)
+    doc = read_json_file(result)  # size and nesting limits as for input graphs
     try:
-        doc = json.loads(Path(result).read_text())
         blocks, order = doc["blocks"], doc.get("order")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{result}: not a result file with a 'blocks' field ({e})") from None
     cons = doc.get("constraints")  # a constrained run's partition is checked against its constraints
     ev = evaluate(problem, blocks, order, k=doc.get("k"),
@@ -317,48 +475,127 @@ def intraop() -> None:
 @_run_options
 @click.option("--format", "fmt", type=click.Choice(["json", "contest"]), default="json", show_default=True,
               help="stdout: the result document, or the contest's single line [s0, s1, ...].")
+@click.option("--method", type=click.Choice(["search", "elimination"]), default="search", show_default=True,
+              help="search: penalty search with bounds; elimination: FindOptStrategy in this process.")
+@click.option("--max-table", type=int, default=1 << 24, show_default=True,
+              help="elimination: largest factor table (entries) built exactly.")
 @_user_errors
 def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int, out: str | None,
                   run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                  cpus_per_worker: float, in_process: bool, quiet: bool, fmt: str) -> None:
+                  cpus_per_worker: float, in_process: bool, quiet: bool, fmt: str, method: str,
+                  max_table: int) -> None:
     """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit.
 
     Runs on Ray (started locally unless --address is given): penalty-search workers and
     lower-bound workers report to one coordinator, which stops at --target-gap, on a
     proven optimum or at the time limit. --in-process runs the searches in threads
-    (--workers of them, default one per CPU) without bounds.
+    (--workers of them, default one per CPU) without bounds. --method elimination
+    eliminates vertices exactly (no usage limit) and reports the optimum only if it
+    fits the limit, else only a lower bound (exit 1).
     """
     import time
 
+    from engine.persist import default_run_dir
     from problems.intraop.io import load_problem
 
     t0 = time.perf_counter()
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    if max_table < 1:
+        raise InputError(f"--max-table: must be >= 1, got {max_table}")
+    rd = resume or run_dir or str(default_run_dir())
+    latest: dict[str, Any] = {}
+
+    def emit(doc: dict[str, Any]) -> None:
+        _write_json(out, doc)
+        if fmt == "contest":
+            if doc["solution"] is not None:
+                click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
+        else:
+            click.echo(json.dumps(doc))
+
+    guard = None
+    if method != "elimination":
+        guard = _Guard(f"intraop-{'in-process' if in_process else 'ray'}", time_limit,
+                       (lambda: latest.get("doc")) if in_process else (lambda: _running_doc(Path(rd) / "result.json")),
+                       emit)
     problem = load_problem(instance)  # fail fast on bad input, before starting Ray
-    if in_process:
-        from problems.intraop.runner import solve
-
-        def save(inc: Any) -> None:
-            _write_json(out, {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
-                              "solution": inc.solution, "lower_bound": None, "gap": None,
-                              "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": "running"})
-
-        doc = solve(problem, time_limit_s=max(0.0, time_limit - (time.perf_counter() - t0)), seed=seed,
-                    workers=workers or max(1, os.cpu_count() or 1), on_improvement=save if out else None)
-        doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    if guard is None:
+        doc = _intraop_eliminate(problem, time_limit, max_table, t0)
+        emit(doc)
     else:
-        doc = _run_on_ray("intraop", instance, {}, time_limit=time_limit, target_gap=target_gap, seed=seed,
-                          run_dir=run_dir, resume=resume, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, quiet=quiet)
-    _write_json(out, doc)
-    if fmt == "contest":
-        if doc["solution"] is not None:
-            click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
-    else:
-        click.echo(json.dumps(doc))
+        if in_process:
+            from problems.intraop.runner import solve
+
+            def save(inc: Any) -> None:
+                assert guard is not None
+                latest["doc"] = {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
+                                 "solution": inc.solution, "lower_bound": None, "gap": None,
+                                 "elapsed_s": round(guard.deadline.elapsed(), 3), "stopped_because": "running"}
+                t = time.monotonic()
+                _write_json(out, latest["doc"])
+                guard.watchdog.note_write(time.monotonic() - t)
+
+            doc = solve(problem, time_limit_s=guard.budget_s(), seed=seed,
+                        workers=workers or max(1, os.cpu_count() or 1), on_improvement=save)
+            doc["elapsed_s"] = round(guard.deadline.elapsed(), 3)
+        else:
+            doc = _run_on_ray("intraop", instance, {}, time_limit=guard.budget_s(), target_gap=target_gap,
+                              seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
+                              cpus_per_worker=cpus_per_worker, quiet=quiet, out=out)
+        guard.give(doc, emit)
     if not doc["feasible"]:
         click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)
         sys.exit(1)
+
+
+def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: float) -> dict[str, Any]:
+    """The result document of FindOptStrategy; the solution only when it is the proven optimum."""
+    import math
+    import time
+
+    from engine.records import relative_gap
+    from problems.intraop.elimination import find_opt_strategy
+
+    r = find_opt_strategy(problem, table_limit=max_table, time_limit_s=time_limit, prune_memory=True)
+    lb = None if r.value == math.inf else r.value
+    feasible = r.evaluation is not None and r.evaluation.feasible
+    cost = r.evaluation.cost if feasible else None
+    why = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
+           else "unconstrained optimum exceeds the usage limit" if r.exact
+           else "table cap: decoded solution, certified gap" if feasible else "table cap or time limit: bound only")
+    return {"problem": "intraop", "instance": problem.name, "method": "elimination", "cost": cost,
+            "feasible": feasible, "solution": r.solution if feasible else None, "lower_bound": lb,
+            "gap": relative_gap(cost, lb), "elapsed_s": round(time.perf_counter() - t0, 3), "stopped_because": why,
+            "elimination": r.detail()}
+
+
+@intraop.command("generate")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@click.option("--nprocs", type=int, required=True, help="Processors p to shard every op over.")
+@click.option("--mesh", default=None, help="Device mesh shape, e.g. 2x4 (product = --nprocs).")
+@click.option("--chip", "chip_spec", required=True, help="Chip profile: a shipped name or a TOML/JSON file.")
+@click.option("--training", is_flag=True, help="Backward pass and gradient all-reduce in t_V, gradients in memory.")
+@click.option("--max-configs", type=int, default=32, show_default=True, help="Configurations kept per op.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="The contest-format instance.")
+@_user_errors
+def intraop_generate(graph: str, nprocs: int, mesh: str | None, chip_spec: str, training: bool, max_configs: int,
+                     out: str) -> None:
+    """Write a contest-format sharding instance for GRAPH (a pipeline graph with op metadata)."""
+    from problems.chip import load_chip
+    from problems.intraop.strategies import generate_file, parse_mesh
+
+    from engine.persist import write_json_atomic
+
+    shape = parse_mesh(mesh, nprocs)
+    doc = generate_file(graph, nprocs, load_chip(chip_spec), mesh=shape, training=training, max_configs=max_configs)
+    try:  # the instance is this command's only product: not writing it is an error
+        write_json_atomic(out, doc)
+    except OSError as e:
+        raise _cannot_write(out, e) from None
+    m = doc["meta"]
+    click.echo(json.dumps({"instance": out, "nodes": len(m["ops"]), "edges": len(doc["problem"]["edges"]["nodes"]),
+                           "configurations": sum(len(c) for c in m["configs"]), "dropped": m["dropped_total"],
+                           "view_ops": m["view_ops"]}))
 
 
 @intraop.command("evaluate")
@@ -371,10 +608,10 @@ def intraop_evaluate(instance: str, solution: str) -> None:
     from problems.intraop.io import load_problem
 
     problem = load_problem(instance)
+    doc = read_json_file(solution)  # size and nesting limits as for instances
     try:
-        doc = json.loads(Path(solution).read_text())
         sol = doc["solution"] if isinstance(doc, dict) else doc
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except KeyError as e:
         raise InputError(f"{solution}: not a result file or a list of strategy indices ({e})") from None
     if not isinstance(sol, list) or not all(type(s) is int for s in sol):
         raise InputError(f"{solution}: solution: expected a list of integers")
@@ -386,22 +623,26 @@ def intraop_evaluate(instance: str, solution: str) -> None:
 
 @intraop.command("bound")
 @click.argument("instance", type=click.Path(dir_okay=False))
-@click.option("--method", type=click.Choice(["trivial", "unconstrained", "lagrangian", "exact"]),
+@click.option("--method", type=click.Choice(["trivial", "unconstrained", "lagrangian", "exact", "elimination"]),
               default="lagrangian", show_default=True)
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds for the bound itself.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the Bound record here.")
+@click.option("--max-table", type=int, default=1 << 24, show_default=True,
+              help="elimination: largest factor table (entries) built exactly; beyond it, mini-buckets.")
 @_user_errors
-def intraop_bound(instance: str, method: str, time_limit: float, out: str | None) -> None:
+def intraop_bound(instance: str, method: str, time_limit: float, out: str | None, max_table: int) -> None:
     """Print a certified lower bound on INSTANCE's optimum as one JSON line (a Bound record)."""
     from problems.intraop.bounds import lower_bound
     from problems.intraop.io import load_problem
 
-    if time_limit <= 0:
-        raise InputError(f"--time-limit: must be > 0, got {time_limit}")
+    _check_time_limit(time_limit)
     problem = load_problem(instance)
     # value null: nothing proven, or (status "infeasible") no feasible solution exists
+    if max_table < 1:
+        raise InputError(f"--max-table: must be >= 1, got {max_table}")
+    kw = {"table_limit": max_table} if method == "elimination" else {}
     doc = {"problem": "intraop", "instance": problem.name,
-           **lower_bound(problem, method, time_limit).to_dict()}
+           **lower_bound(problem, method, time_limit, **kw).to_dict()}
     _write_json(out, doc)
     click.echo(json.dumps(doc))
 
@@ -480,6 +721,62 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
                f"validation reward {c['val_reward']:.4f}")
 
 
+# ------------------------------------------------------------------------------- import
+@main.group("import")
+def import_() -> None:
+    """Import a model file as a pipeline graph (roofline costs on a chip profile)."""
+
+
+@import_.command("onnx")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--chip", required=True, help="Shipped chip profile name (e.g. a100-sxm-80gb) or a profile file.")
+@click.option("--batch", type=int, default=None, help="Value of every input's symbolic leading dim.")
+@click.option("--input-shape", "input_shape", multiple=True, metavar="NAME=d0,d1,...",
+              help="Whole shape of one input (repeatable).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Graph file (.json or .json.gz).")
+@_user_errors
+def import_onnx_cmd(model: str, chip: str, batch: int | None, input_shape: tuple[str, ...], out: str) -> None:
+    """Import MODEL (an ONNX file; weights not needed) with per-op roofline costs on --chip."""
+    from problems.chip import load_chip
+    from problems.pipeline.importers.onnx_graph import import_onnx
+
+    profile = load_chip(chip)
+    _save_imported(model, out, profile.name, *import_onnx(model, profile, batch=batch, input_shapes=list(input_shape)))
+
+
+def _cannot_write(path: str, e: OSError) -> InputError:
+    """An output file that is a command's only product and could not be written: one line, exit 2."""
+    return InputError(f"{path}: cannot write: {e.strerror or e}")
+
+
+def _save_imported(source: str, out: str, chip: str, doc: dict[str, Any], warning: str | None) -> None:
+    from problems.pipeline.io import problem_from_dict, save_graph
+
+    if warning:
+        click.echo(warning, err=True)
+    problem = problem_from_dict(doc, source)
+    try:
+        save_graph(problem, out)
+    except OSError as e:
+        raise _cannot_write(out, e) from None
+    click.echo(f"{out}: {problem.n} nodes, {problem.m} edges, {doc['meta']['total_flops']:.4g} FLOPs, "
+               f"total work {problem.work.sum():.6g} us on {chip}")
+
+
+@import_.command("torch")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--chip", required=True, help="Shipped chip profile name (e.g. a100-sxm-80gb) or a profile file.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Graph file (.json or .json.gz).")
+@_user_errors
+def import_torch_cmd(program: str, chip: str, out: str) -> None:
+    """Import PROGRAM (saved by torch.export.save, static shapes) with per-op roofline costs on --chip."""
+    from problems.chip import load_chip
+    from problems.pipeline.importers.torch_export import import_torch
+
+    profile = load_chip(chip)
+    _save_imported(program, out, profile.name, *import_torch(program, profile))
+
+
 @main.command("report")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @_user_errors
@@ -492,7 +789,7 @@ def report(run_dir: str) -> None:
         doc = json.loads((p / "result.json").read_text())
     except OSError:
         raise InputError(f"{p / 'result.json'}: no result in this run directory") from None
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise InputError(f"{p / 'result.json'}: unreadable ({e})") from None
     obj, lb = doc.get("objective", doc.get("cost")), doc.get("lower_bound")
     gap = doc.get("gap")
@@ -530,6 +827,7 @@ def run() -> None:
     import atexit
     import threading
 
+    _GUARD["entry"] = True  # this process is the command: --time-limit counts from its start
     try:
         main()
         code = 0
@@ -548,6 +846,8 @@ def run() -> None:
             stream.flush()
         except (OSError, ValueError):  # closed or broken pipe: nothing more can reach it
             pass
+    if "guard" in _GUARD:  # a solve command: how long its finish took, for the next run's reserve
+        _GUARD["guard"].record()
     os._exit(code)
 
 

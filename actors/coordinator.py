@@ -124,11 +124,25 @@ class CoordinatorActor:
 
     def poll(self) -> dict[str, Any]:
         """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds,
-        worker nodes, and whether search workers are held."""
+        worker nodes, whether search workers are held, and the run directory's failed
+        writes (one line per directory; on Ray the driver prints them: an actor's stderr is not shown)."""
         with self.lock:
             return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
                     "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
-                    "nodes": dict(self.nodes), "hold": self.hold}
+                    "nodes": dict(self.nodes), "hold": self.hold,
+                    "write_failures": list(self.rundir.write_failures.lines)}
+
+    def running_doc(self) -> dict[str, Any]:
+        """The result document of the run so far (``"stopped_because": "running"``), as
+        ``result.json`` has it."""
+        with self.lock:
+            return self.adapter.result_doc(self.problem, self.params, self.coord, "running", self.clock.elapsed())
+
+    def node(self) -> str:
+        """The id of the Ray node this coordinator runs on ("" outside Ray)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
 
     def incumbent(self) -> tuple[float | None, Any]:
         with self.lock:

@@ -34,7 +34,9 @@ from typing import Any, Callable, Iterator
 
 from actors.prelude import Prelude
 from actors.prelude import available as prelude_available
-from engine.persist import file_digest
+from engine.deadline import run_end
+from engine.errors import InputError
+from engine.persist import WriteFailures, file_digest
 
 
 log = logging.getLogger("gapstop")
@@ -82,6 +84,15 @@ def _deferred_interrupt() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _on_this_node() -> Any:
+    """A scheduling strategy that keeps an actor on the driver's node (hard affinity: the
+    coordinator needs no CPU, so it always fits there)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+
+
 def _slot_plan(total: int, with_bounds: bool) -> tuple[int, int]:
     if not with_bounds:
         return max(1, total), 0
@@ -118,8 +129,8 @@ def extended_head_start(time_limit_s: float) -> float:
 
 
 def _ray_started() -> bool:
-    ray = sys.modules.get("ray")  # not imported yet: certainly not started
-    return ray is not None and ray.is_initialized()
+    ray = sys.modules.get("ray")  # not imported yet (or only partly, if interrupted): certainly not started
+    return ray is not None and hasattr(ray, "is_initialized") and ray.is_initialized()
 
 
 #: ``ray_used`` is set once a run in this process has connected to Ray: Ray's native threads outlive
@@ -128,18 +139,81 @@ def _ray_started() -> bool:
 _PROCESS = {"ray_used": False}
 
 
+class _OutFile:
+    """``--out``: the running result document, rewritten (atomically) whenever the best
+    cost changes, then the final one. The driver writes it, so it lands on the caller's
+    machine wherever the coordinator runs; a failed write is one line and the run goes on."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.failures = WriteFailures()
+        self.last: Any = None
+        self.doc: Callable[[], dict[str, Any]] | None = None  # the current coordinator's running_doc
+
+    def update(self, st: dict[str, Any]) -> None:
+        if self.path is None or self.doc is None or st["ub"] is None or st["ub"] == self.last:
+            return
+        self.last = st["ub"]
+        self.failures.write_json(self.path, self.doc())
+
+    def final(self, doc: dict[str, Any]) -> None:
+        if self.path is not None:
+            self.failures.write_json(self.path, doc)
+
+
+def _print_new(lines: list[str], shown: set[str]) -> None:
+    """Print the coordinator actor's write failures not shown yet (its own stderr is not shown)."""
+    for line in lines:
+        if line not in shown:
+            shown.add(line)
+            print(line, file=sys.stderr, flush=True)
+
+
+def holds_run(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``run_dir`` already holds a run (its config or checkpoint)."""
+    return any(os.path.exists(os.path.join(run_dir, f)) for f in ("config.json", "checkpoint.json"))
+
+
 def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
         target_gap: float, seed: int, run_dir: str, resume: bool = False, address: str | None = None,
         workers: int | None = None, cpus_per_worker: float = 1.0, bounds: bool = True,
         progress: Callable[[dict[str, Any]], None] | None = None, max_restarts: int = 3,
-        poll_s: float = 0.1, namespace: str | None = None, head_start_s: float | None = None) -> dict[str, Any]:
+        poll_s: float = 0.1, namespace: str | None = None, head_start_s: float | None = None,
+        out_path: str | None = None) -> dict[str, Any]:
     """Run one certified search on Ray (local or cluster) and return the result document.
 
     ``head_start_s``: seconds the dedicated bound job (if the problem has one that asks
     for it) runs before the search islands start; ``None``: :func:`default_head_start`
     on a single-node cluster, 0 on several nodes (the islands then mostly run elsewhere).
+    ``out_path``: also write the result document there, rewritten at every improvement
+    (``"stopped_because": "running"``) and at the end.
+
+    Raises:
+        InputError: ``run_dir`` already holds a run and ``resume`` is not set.
     """
+    if not resume and holds_run(run_dir):
+        raise InputError(f"--run-dir: {run_dir} already holds a run; continue it with --resume {run_dir} "
+                         "or choose another directory")
+    out = _OutFile(out_path)
+    doc = _run(problem_name, problem_path, params, time_limit_s=time_limit_s, target_gap=target_gap, seed=seed,
+               run_dir=run_dir, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+               bounds=bounds, progress=progress, max_restarts=max_restarts, poll_s=poll_s, namespace=namespace,
+               head_start_s=head_start_s, out=out)
+    out.final(doc)
+    return doc
+
+
+def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
+         target_gap: float, seed: int, run_dir: str, resume: bool, address: str | None,
+         workers: int | None, cpus_per_worker: float, bounds: bool,
+         progress: Callable[[dict[str, Any]], None] | None, max_restarts: int,
+         poll_s: float, namespace: str | None, head_start_s: float | None, out: _OutFile) -> dict[str, Any]:
     from problems import registry
+
+    def show(st: dict[str, Any]) -> None:
+        out.update(st)
+        if progress is not None:
+            progress(st)
 
     adapter = registry.get(problem_name)
     problem = adapter.load(problem_path)
@@ -166,27 +240,29 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             spec = {**exact.pop(), "head_start_s": head}
             prelude = Prelude(problem_name, problem, params, spec, run_dir, config, target_gap, time_limit_s, seed,
                               n_search, max(1, int(cpus_per_worker)))
+            out.doc = prelude.local.running_doc
             extend_to = extended_head_start(time_limit_s) if head_start_s is None else None
-            reason = prelude.run(head, progress, poll_s, extend_to=extend_to)
+            reason = prelude.run(head, show, poll_s, extend_to=extend_to)
             if prelude.extended_to is not None:
                 config["head_start_extended_to_s"] = prelude.extended_to
             if reason is not None:
                 return _finish_prelude(prelude, reason)
-    # Ray is imported only now, so that the head-start job above was forked without
-    # waiting for it
-    import ray
-
-    from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
-    from cluster.connect import connect
-
     try:
+        # Ray is imported only now, so that the head-start job above was forked without
+        # waiting for it; the import takes a second, and Ctrl-C then must not lose the result
+        import ray
+
+        from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
+        from cluster.connect import connect
+
         _PROCESS["ray_used"] = True  # from the attempt on: a failed start may leave threads as well
         resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
                             namespace=namespace)
     except KeyboardInterrupt:
         if prelude is None:
             raise
-        ray.shutdown()  # whatever of Ray had started
+        if _ray_started():
+            sys.modules["ray"].shutdown()  # whatever of Ray had started
         return _finish_prelude(prelude, "interrupted")  # the driver still holds the whole state
     except BaseException:
         if prelude is not None:
@@ -274,7 +350,10 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                 s["head_start_s"] = head
             config.update(workers=total, search_workers=n_search, bound_workers=n_bound, head_start_s=head)
         problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
-        coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator").remote(
+        # on the driver's node, so that the run directory is written where the command runs
+        # (with a ray:// client: on the head node, where the client's driver runs)
+        coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator",
+                                         scheduling_strategy=_on_this_node()).remote(
             problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume,
             None if prelude is None else prelude.started_at)
         # with a prelude, its job (in the driver) stands for bound slot 0
@@ -292,11 +371,13 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             if prelude is not None:
                 _stop_prelude(prelude)
             raise
+        out.doc = lambda: ray.get(coord.running_doc.remote())
         if prelude is not None:
             prelude.hand_over(coord)
             t_end = prelude.t_end
         else:
             t_end = time.monotonic() + time_limit_s
+        t_end = min(t_end, run_end())  # a process deadline (launch.py) counts Ray's start-up too
         if head > 0:
             ray.get(coord.set_hold.remote(True))
         for i in bound_slots:
@@ -311,6 +392,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
             start_search(i)
 
     reason = "interrupted" if interrupted[0] else None
+    # the head start's failures were printed in this process already
+    shown: set[str] = set(prelude.local.rundir.write_failures.lines) if prelude is not None else set()
     try:
         while reason is None:
             if prelude is not None:
@@ -343,11 +426,11 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                 elif kind == "bound":
                     start_bound(slot)
             st = ray.get(coord.poll.remote())
+            _print_new(st["write_failures"], shown)
             if not started and any(w.startswith("bound-0") for w in st["nodes"]):
                 started = True
                 t_release = min(t_release, time.monotonic() + head)
-            if progress is not None:
-                progress(st)
+            show(st)
             reason = st["stop"]
             if reason is None and time.monotonic() >= t_end:
                 reason = "time-limit"
@@ -355,7 +438,10 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
                 reason = "exhausted"
     except KeyboardInterrupt:
         reason = "interrupted"
-    doc = ray.get(coord.finalize.remote(reason))
+    with _deferred_interrupt():  # the result is being written: a second Ctrl-C must not lose it
+        doc = ray.get(coord.finalize.remote(reason))
+        _print_new(ray.get(coord.poll.remote())["write_failures"], shown)
+        doc["workers"]["coordinator_node"] = ray.get(coord.node.remote())
     if prelude is not None:
         _stop_prelude(prelude)
     for _, _, actor, _ in list(running.values()):

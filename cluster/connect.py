@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import ray
+
+log = logging.getLogger("gapstop")
 
 ROOT = Path(__file__).resolve().parents[1]
 #: packages the workers import; shipped to a remote cluster with the job
@@ -18,7 +22,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
             namespace: str | None = None) -> dict[str, Any]:
     """Start Ray locally (no address) or join a cluster (``"auto"``, ``"ray://host:10001"``, ``host:port``).
 
-    Locally, Ray is sized to ``num_cpus`` (default: all cores) with no dashboard. On a
+    Locally, Ray is sized to ``num_cpus`` (default: all cores) with no dashboard, and all
+    its services listen on the loopback address only (:func:`_loopback_only`). On a
     cluster, the project's packages are shipped to the workers through the job's
     runtime environment (``ship_code``, default on for a remote address) so the cluster
     only needs Ray and the dependencies installed.
@@ -30,7 +35,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
     kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "namespace": namespace,
                               "logging_level": logging.WARNING}
     if address is None:
-        kwargs.update(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+        kwargs.update(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                      _node_ip_address="127.0.0.1")
     else:
         kwargs["address"] = address
         if ship_code is None:
@@ -41,5 +47,35 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
     # Ray logs a WARNING on every start about token authentication being enabled; keep
     # the CLI's output to gapstop's own lines (errors still show).
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
-    ray.init(**kwargs)
+    if address is None:
+        with _loopback_only():
+            ray.init(**kwargs)
+        node_ip = ray.util.get_node_ip_address()
+        if not ipaddress.ip_address(node_ip).is_loopback:
+            log.warning("local Ray listens on %s, not on the loopback address only", node_ip)
+    else:
+        ray.init(**kwargs)
     return dict(ray.cluster_resources())
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Have a local ``ray.init`` use the loopback address as the node's address.
+
+    Ray's GCS, raylet, object manager and workers bind to the node's address, which by
+    default on Linux is the machine's network address (reachable from the network,
+    guarded only by Ray's token authentication). ``_node_ip_address="127.0.0.1"`` alone is
+    turned back into that address unless Ray treats the machine as a single-node
+    install, as it does on Windows and macOS (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``);
+    that switch is read once, at Ray's import, so it is set here for the start only
+    (a later ``connect(address)`` in the same process must still find its cluster).
+    ``connect`` checks the outcome and warns if Ray ignored it.
+    """
+    from ray._private import ray_constants
+
+    previous = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = previous

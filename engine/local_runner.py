@@ -12,12 +12,14 @@ callable ``job(ctx) -> None`` that reports through ``ctx.bound(...)`` and
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from engine.coordinator import Coordinator
 from engine.records import Bound
@@ -87,7 +89,8 @@ def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[
 
     def report(value: float) -> None:
         nonlocal last
-        if math.isfinite(value) and (last == -math.inf or value > last + rel_step * abs(last)):
+        # ``value - last``: exact for Python ints (``last + step`` would round above 2^53)
+        if math.isfinite(value) and (last == -math.inf or value - last > rel_step * abs(last)):
             last = value
             ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
 
@@ -157,6 +160,20 @@ def run_threads(coordinator: Coordinator, searches: list[SearchWorker], bound_jo
     except KeyboardInterrupt:
         reason = "interrupted"
     stop.set()
-    for t in threads:
-        t.join(timeout=30)
+    with sigint_held():  # the workers are stopping; a second Ctrl-C must not lose the result
+        for t in threads:
+            t.join(timeout=30)
     return reason, stats
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """Ignore Ctrl-C while the block runs (main thread only: elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -5,9 +5,13 @@ Files (all rewritten atomically, so a reader or a crash never sees half a file):
 * ``config.json`` — the resolved run configuration, including the problem file's digest;
 * ``best_solution.json`` — the incumbent, rewritten at every accepted improvement;
 * ``events.parquet`` — every accepted improvement: ``t_s`` (seconds since the start of
-  the first session), ``worker``, ``kind`` (``upper`` | ``lower``), ``value``, ``method``,
-  ``status``, ``session`` (0 for the first run, +1 per resume);
-* ``checkpoint.json`` — incumbent, bounds and elapsed time, enough to resume;
+  the first session), ``worker``, ``kind`` (``upper`` | ``lower`` | ``error``), ``value``
+  (float64, for plots), ``method``, ``status``, ``session`` (0 for the first run, +1 per
+  resume), ``value_exact`` (the value as exact text: decimal for integers of any size,
+  see :func:`engine.records.exact_text`; logs written before it existed lack the column
+  and are read as if it held ``value``);
+* ``checkpoint.json`` — incumbent, bounds and elapsed time, enough to resume; integer
+  costs and bounds are JSON integers (exact at any size);
 * ``result.json`` — the problem's result document (``"stopped_because": "running"``
   while the run goes on).
 """
@@ -16,9 +20,10 @@ from __future__ import annotations
 
 import json
 import math
+import functools
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,12 +31,12 @@ import pyarrow.parquet as pq
 
 from engine.coordinator import Coordinator, Event
 from engine.errors import InputError
-from engine.persist import write_json_atomic
-from engine.records import Bound, Incumbent
+from engine.persist import WriteFailures, write_json_atomic
+from engine.records import Bound, Incumbent, exact_text, exact_value
 
 EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind", pa.string()),
                           ("value", pa.float64()), ("method", pa.string()), ("status", pa.string()),
-                          ("session", pa.int32())])
+                          ("session", pa.int32()), ("value_exact", pa.string())])
 
 
 _NUMPY_TYPES = {pa.float64(): np.float64, pa.int32(): np.int32}
@@ -46,7 +51,12 @@ def _event_table(rows: list[dict[str, Any]]) -> pa.Table:
     """
     cols = []
     for f in EVENT_SCHEMA:
-        vals = [r[f.name] for r in rows]
+        if f.name == "value_exact":  # rows of logs written before the column existed lack it
+            vals = [r.get("value_exact") or exact_text(r["value"]) for r in rows]
+        elif f.name == "value":
+            vals = [float(r["value"]) for r in rows]
+        else:
+            vals = [r[f.name] for r in rows]
         if f.type == pa.string():
             data = [v.encode() for v in vals]
             off = np.zeros(len(data) + 1, dtype=np.int32)
@@ -58,6 +68,27 @@ def _event_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=EVENT_SCHEMA)
 
 
+_Method = TypeVar("_Method", bound=Callable[..., None])
+
+
+def _reported(file: str) -> Callable[[_Method], _Method]:
+    """Make a write method of :class:`RunDir` report an ``OSError`` (one line, through its
+    :attr:`RunDir.write_failures`) instead of raising it: the run and its result in memory
+    go on, and the next successful write of the file catches up."""
+
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def guarded(self: RunDir, *args: Any, **kwargs: Any) -> None:
+            try:
+                method(self, *args, **kwargs)
+            except OSError as e:
+                self.write_failures.failed(self.path / file, e)
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
+
+
 def _json_float(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else x
 
@@ -66,11 +97,14 @@ class RunDir:
     """Persists a coordinator's state; see the module docstring for the files."""
 
     def __init__(self, path: str | Path, config: dict[str, Any], *, resume: bool = False,
-                 take_over: bool = False) -> None:
+                 take_over: bool = False, write_failures: WriteFailures | None = None) -> None:
         """``resume``: a new session of a stopped run (its checkpoint must exist and match).
         ``take_over``: the same session continued by another process (the events written
-        so far are kept; the clock is the caller's); neither: a new run."""
+        so far are kept; the clock is the caller's); neither: a new run.
+        ``write_failures``: where failed writes are reported (default: one line on stderr
+        per file); a write never raises."""
         self.path = Path(path)
+        self.write_failures = write_failures if write_failures is not None else WriteFailures()
         self.config = config
         self.session = 0
         self.t_offset = 0.0
@@ -88,27 +122,35 @@ class RunDir:
             if ev.exists():
                 self.events = pq.read_table(ev).to_pylist()
         else:
-            self.path.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.path / "config.json", config)
+            self._write_config(config)
             ev = self.path / "events.parquet"
             if take_over and ev.exists():
                 self.events = pq.read_table(ev).to_pylist()
 
     # -- writing ------------------------------------------------------------------------
+    @_reported("config.json")
+    def _write_config(self, config: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.path / "config.json", config)
+
+    @_reported("events.parquet")
     def record_event(self, e: Event) -> None:
         row = asdict(e)
         row["t_s"] = row["t_s"] + self.t_offset
         row["session"] = self.session
+        row["value_exact"] = exact_text(e.value)
         self.events.append(row)
         tmp = self.path / ".events.parquet.tmp"
         pq.write_table(_event_table(self.events), tmp)
         tmp.replace(self.path / "events.parquet")
 
+    @_reported("best_solution.json")
     def record_incumbent(self, inc: Incumbent) -> None:
         write_json_atomic(self.path / "best_solution.json",
                           {"cost": inc.cost, "source": inc.source, "t_s": inc.t_s + self.t_offset,
                            "solution": inc.solution})
 
+    @_reported("checkpoint.json")
     def checkpoint(self, coord: Coordinator, elapsed_s: float) -> None:
         inc = coord.incumbent
         doc = {
@@ -121,6 +163,7 @@ class RunDir:
         }
         write_json_atomic(self.path / "checkpoint.json", doc)
 
+    @_reported("result.json")
     def write_result(self, doc: dict[str, Any]) -> None:
         write_json_atomic(self.path / "result.json", doc)
 
@@ -145,11 +188,16 @@ class RunDir:
         for rec in [*old.get("bounds", []), *[m for ms in old.get("group_members", {}).values() for m in ms]]:
             if rec.get("value") is None:
                 continue
-            coord.offer_bound(Bound(rec["method"], float(rec["value"]), rec["status"], rec["wall_s"],
+            # JSON integers come back as exact ints (intra-op bounds exceed 2^53)
+            coord.offer_bound(Bound(rec["method"], exact_value(rec["value"]), rec["status"], rec["wall_s"],
                                     rec.get("solver", ""), rec.get("detail") or {}), prefix.rstrip(":") or "restored")
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """The event log of a run directory as a list of rows (empty if none yet)."""
+    """The event log of a run directory as a list of rows (empty if none yet); ``value`` is
+    the exact stored value (a Python int for integer values), also in older logs' floats."""
     p = Path(path) / "events.parquet"
-    return pq.read_table(p).to_pylist() if p.exists() else []
+    rows = pq.read_table(p).to_pylist() if p.exists() else []
+    for r in rows:
+        r["value"] = exact_value(r.get("value_exact") or r["value"])
+    return rows

@@ -12,19 +12,22 @@ from dataclasses import dataclass
 
 from engine.records import relative_gap
 
-#: a gap at or below this counts as proven optimal: it is the resolution of the
-#: integer-scaled solver models, whose coefficients are rounded in the safe direction
-#: (observed: ~2e-6 relative on a proven optimum). The exact gap is always reported.
+#: for a real-valued objective (pipeline), a gap at or below this counts as proven optimal:
+#: it is the resolution of the integer-scaled solver models, whose coefficients are rounded
+#: in the safe direction (observed: ~2e-6 relative on a proven optimum). The exact gap is
+#: always reported. An integral objective (intra-op) has no tolerance: see :class:`Optimal`.
 OPTIMAL_GAP = 1e-5
 
 
 @dataclass(frozen=True)
 class Progress:
-    """What stopping criteria see: incumbent cost, best bound, elapsed seconds."""
+    """What stopping criteria see: incumbent cost, best bound, elapsed seconds, and whether
+    the objective is integral (costs and bounds exact Python ints, compared exactly)."""
 
-    ub: float | None
-    lb: float | None
+    ub: float | int | None
+    lb: float | int | None
     elapsed_s: float
+    integral: bool = False
 
     @property
     def gap(self) -> float | None:
@@ -39,9 +42,17 @@ class Criterion:
 
 
 class Optimal(Criterion):
-    """Stop when the gap is numerically zero."""
+    """Stop when the bound proves the incumbent optimal.
+
+    Integral objective: exactly when ``lb >= ub`` (the bound equals the cost; no
+    tolerance, so a bound one unit below a cost of 10^19 is not optimal). Otherwise:
+    when the gap is at most :data:`OPTIMAL_GAP`.
+    """
 
     def reason(self, p: Progress) -> str | None:
+        if p.integral:
+            proven = p.gap is not None and p.lb is not None and p.ub is not None and p.lb >= p.ub
+            return "optimal" if proven else None
         g = p.gap
         return "optimal" if g is not None and g <= OPTIMAL_GAP else None
 

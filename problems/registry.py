@@ -141,7 +141,8 @@ class IntraopAdapter:
                 raise ValueError(ev.reason or "infeasible")
             return ev.cost, sol
 
-        return score
+        from engine.coordinator import integral
+        return integral(score)  # exact int costs and bounds: optimal means bound == cost
 
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
         from problems.intraop.island import IntraopIsland

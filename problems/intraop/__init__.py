@@ -6,6 +6,9 @@ the relaxed problem), ``reduce`` (exact degree <= 2 elimination), ``_kernels``
 (numba: TRW-S, forest descent, local costs), ``relaxed`` (one relaxed solve),
 ``repair`` (greedy swaps and repair under the usage limit), ``penalty`` (the
 adaptive penalty search), ``runner`` (in-process driver), ``generators``.
+``elimination`` (FindOptStrategy: exact vertex elimination, mini-bucket bound) over
+``_factors`` (bucket elimination on factor tables), ``strategies`` (instances from a
+model's op metadata).
 ``solve`` and ``PenaltySearch`` are imported lazily (they compile numba kernels).
 """
 

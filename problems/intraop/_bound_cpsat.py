@@ -135,6 +135,9 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter() - t0))
     solver.parameters.num_workers = num_workers
     solver.parameters.random_seed = seed
+    # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
+    # in a thread (std::bad_function_call), losing the run's best result
+    solver.parameters.catch_sigint_signal = False
     for key, val in (params or {}).items():
         setattr(solver.parameters, key, val)
     code = solver.Solve(m)

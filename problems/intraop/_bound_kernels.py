@@ -14,6 +14,11 @@ Integer tables hold every cost exactly, with two reserved magnitudes:
   capped tables stays valid. With ``CAP = 2^61 - 1`` and ``EXCL = 2^62 - 1`` the sum
   of two entries never overflows int64 and ``finite + finite < EXCL <= finite + EXCL``.
   Every single admissible cost (``< 10^18``) is below CAP.
+* EXCL is a marker, never a value: every finite *term* a kernel returns stays below it.
+  For the reparametrised terms of :func:`dual_terms` this holds because integer
+  messages are bounded by :data:`MSG_ROOM` ``// (max degree + 2)`` (see there). Sums of
+  several terms are Python ints and may exceed EXCL: callers flag "no admissible
+  choice" separately (``None``), never by comparing a sum with EXCL.
 
 Message passing runs in float64 with excluded entries as ``+inf`` and never
 subtracts an infinity. Only :func:`dual_terms` produces certified numbers, and it
@@ -29,6 +34,11 @@ from problems.intraop._kernels import pair_cost
 
 CAP = (1 << 61) - 1
 EXCL = (1 << 62) - 1
+#: Room between the largest finite entry and the marker: integer messages of a node of
+#: degree ``d`` bounded by ``MSG_ROOM // (d + 2)`` keep every finite term of
+#: :func:`dual_terms` strictly between ``-MSG_ROOM`` and ``EXCL`` (a node term is at most
+#: ``CAP + d * bound``, a table term at most ``CAP + 2 * bound``).
+MSG_ROOM = EXCL - CAP - 1
 _JIT = dict(nogil=True, cache=True)
 
 
@@ -269,7 +279,9 @@ def dual_terms(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, ta
     labels non-excluded). ``node_min[i]`` is the term of ``core[i]``;
     ``edge_min[e]`` the term of the table seen from entry ``e`` of its smaller
     endpoint (others 0). A term with no admissible entry is EXCL (no assignment).
-    Exact (no int64 overflow) as long as ``0 <= theta, tabs <= EXCL`` and ``|msg| <= 2^62 / (max degree + 2)``.
+    Requires finite ``theta``/``tabs`` entries in ``[0, CAP]`` (EXCL for excluded) and
+    ``|msg| <= MSG_ROOM // (max degree + 2)``: then every finite term is below EXCL
+    (so EXCL means "no admissible entry" only) and nothing overflows int64.
     """
     for ci in range(len(core)):
         v = core[ci]

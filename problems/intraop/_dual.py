@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from problems.intraop import _bound_kernels as BK
+from problems.intraop._factors import eliminate, network_factors
 from problems.intraop.model import FORBIDDEN, IntraopProblem
 from problems.intraop.network import PairNetwork, build_network
 from problems.intraop.reduce import ReductionPlan, plan_reduction
@@ -94,11 +95,6 @@ def prepare_bounds(problem: IntraopProblem) -> BoundPrep:
     return prep
 
 
-def _sat(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
-    s = a + b
-    return np.where(s >= EXCL, EXCL, np.minimum(s, CAP))
-
-
 def elimination_order(core: NDArray[np.int64], plan: ReductionPlan, k: NDArray[np.int64],
                       table_limit: int) -> list[int] | None:
     """A greedy min-fill-size elimination order of the core graph, or None if some table would exceed ``table_limit``."""
@@ -121,46 +117,15 @@ def elimination_order(core: NDArray[np.int64], plan: ReductionPlan, k: NDArray[n
 
 
 def exact_core_min(order: list[int], theta: NDArray[np.int64], work: NDArray[np.int64],
-                   plan: ReductionPlan, net: PairNetwork) -> int:
+                   plan: ReductionPlan, net: PairNetwork) -> int | None:
     """Exact minimum of the core network by variable elimination in ``order`` (all core nodes).
 
     Returns:
-        The minimum, EXCL if every assignment uses an excluded entry.
+        The minimum (a Python int, of any size: a sum of capped tables), None if every
+        assignment uses an excluded entry.
     """
-    k, ptr = net.k, net.ptr
-    bucket: dict[int, list[tuple[tuple[int, ...], NDArray[np.int64]]]] = {v: [] for v in order}
-    pos = {v: i for i, v in enumerate(order)}
-
-    def add(vs: tuple[int, ...], arr: NDArray[np.int64]) -> None:
-        if not vs:
-            constants.append(int(arr.reshape(-1)[0]))
-        else:
-            bucket[min(vs, key=pos.__getitem__)].append((vs, arr))
-
-    constants: list[int] = []
-    for v in order:
-        add((v,), theta[ptr[v]:ptr[v] + k[v]].copy())
-        for e in range(plan.adj_ptr[v], plan.adj_ptr[v + 1]):
-            j = int(plan.adj_nbr[e])
-            if j < v:
-                continue
-            t = int(plan.adj_tab[e])
-            off = int(plan.tab_off[t])
-            if int(plan.tab_x[t]) == v:
-                tab = work[off:off + k[v] * k[j]].reshape(k[v], k[j])
-            else:
-                tab = work[off:off + k[v] * k[j]].reshape(k[j], k[v]).T
-            add((v, j), np.ascontiguousarray(tab))
-    for v in order:
-        fs = bucket.pop(v)
-        full = tuple(sorted({x for vs, _ in fs for x in vs}))
-        acc = np.zeros([int(k[x]) for x in full], dtype=np.int64)
-        for vs, arr in fs:
-            acc = _sat(acc, arr.reshape([int(k[x]) if x in vs else 1 for x in full]))
-        add(tuple(x for x in full if x != v), acc.min(axis=full.index(v)))
-    if any(c >= EXCL for c in constants):
-        return EXCL
-    return sum(constants)
+    fe = eliminate(network_factors(order, theta, work, plan, net.k, net.ptr), net.k, order=order)
+    return None if fe.excluded else fe.value
 
 
 class CoreDual:
@@ -187,7 +152,8 @@ class CoreDual:
         self.msg_int = np.zeros(len(self.msg), dtype=np.int64)
         self._spread = np.zeros(len(self.msg), dtype=np.float64)
         max_deg = int(deg.max()) if len(deg) else 0
-        self.msg_bound = (1 << 62) // (max_deg + 2)
+        # keeps every finite term of the certificate below the EXCL marker (see BK.MSG_ROOM)
+        self.msg_bound = BK.MSG_ROOM // (max_deg + 2)
         self.theta = np.empty(len(prep.unary), dtype=np.int64)
         self.work = prep.work.copy()
         self.theta_f = np.empty(len(prep.unary), dtype=np.float64)
@@ -258,8 +224,9 @@ class CoreDual:
                            self.work, plan.tab_off, plan.tab_x)
         self._arc_cache = (pre_theta, pre_work, np.nonzero((self.theta >= EXCL) & ~pre_theta)[0])
 
-    def certificate(self) -> int:
-        """Exact dual value of the core for the current (rounded) messages; EXCL if provably empty."""
+    def certificate(self) -> int | None:
+        """Exact dual value of the core for the current (rounded) messages (a Python int of any
+        size); None if provably empty (some term has no admissible entry)."""
         net, plan = self.prep.net, self.prep.plan
         BK.spread_beliefs(self.core, self.theta_f, net.ptr, net.k, plan.adj_ptr, self.msg, self.msg_off, self._spread)
         BK.round_messages(self._spread, self.msg_bound, self.msg_int)
@@ -269,7 +236,7 @@ class CoreDual:
         self._has_certificate = True
         e = self._edge_min[self._edge_mask]
         if np.any(self._node_min >= EXCL) or np.any(e >= EXCL):
-            return EXCL
+            return None
         return sum(self._node_min.tolist()) + sum(e.tolist())
 
     def expected_usage(self, usage: NDArray[np.int64]) -> NDArray[np.float64] | None:
@@ -324,19 +291,20 @@ class CoreDual:
         self.last_base = base
         core = self.core
         best: int | None = None
-        exact = False
+        exact = empty = False
         if len(core) == 0:
             best, exact = 0, True
         else:
             self._arc_consistency()
             if self._order is not None:
                 best, exact = exact_core_min(self._order, self.theta, self.work, plan, net), True
+                empty = best is None
             if not exact or label:
                 BK.to_float(self.theta, self.theta_f)
                 BK.to_float(self.work, self.work_f)
                 stale = 0
                 for it in range(iterations):
-                    if time.perf_counter() > deadline and best is not None:
+                    if time.perf_counter() > deadline and (best is not None or empty):
                         break
                     for order, rank in ((self.fwd, self.rank_f), (self.bwd, self.rank_b)):
                         BK.trws_sweep(order, rank, self.gamma, self.theta_f, net.ptr, net.k, plan.adj_ptr,
@@ -349,18 +317,21 @@ class CoreDual:
                     if (it + 1) % certify_every and it + 1 < iterations and time.perf_counter() <= deadline:
                         continue
                     c = self.certificate()
+                    if c is None:  # a proof that no admissible assignment exists
+                        empty = True
+                        break
                     if best is None or c > best:
                         best, stale = c, 0
                     else:
                         stale += 1
                         if stale >= patience:
                             break
-        assert best is not None
         if label:
             BK.reconstruct_int(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.tab_x,
                                plan.tab_off, net.k, net.ptr, self.theta, self.work, self.sol)
-        if best >= EXCL:
+        if empty:
             return INFEASIBLE, True
+        assert best is not None
         self.last_exact = exact
         # all entries are >= 0, so below CAP no partial sum of the optimum was capped
         return base + best, exact and base + best < CAP

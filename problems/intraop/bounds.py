@@ -19,6 +19,11 @@ forbidden choices, i.e. costs ``>= 10^18``, and within the usage limit), or
   solved exactly, the last quarter of the time tightens the best multipliers'
   inner bound with frustrated cycles (:mod:`problems.intraop.cycles`).
 * ``exact``: CP-SAT on the whole model; its proven bound (never its incumbent).
+* ``elimination``: FindOptStrategy (:mod:`problems.intraop.elimination`): the
+  unconstrained optimum (strategies that can never fit excluded) by vertex
+  elimination when its tables fit ``table_limit``
+  (status ``optimal`` when that strategy also fits the usage limit), else the
+  mini-bucket lower bound (``bound-only``).
 
 All certified arithmetic is exact integer arithmetic; floating point only steers
 the search for multipliers and messages (the Lagrangian's float penalties are
@@ -44,7 +49,7 @@ from problems.intraop.model import IntraopProblem, interval_sum
 
 __all__ = ["METHODS", "MultiplierSearch", "lower_bound", "memory_pruned_unary", "multiplier_weights"]
 
-METHODS = ("trivial", "unconstrained", "lagrangian", "exact")
+METHODS = ("trivial", "unconstrained", "lagrangian", "exact", "elimination")
 _EPS = 2.0**-52
 
 
@@ -405,6 +410,16 @@ def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_worke
     return _bound("exact", value, status, t0, "cp-sat", detail)
 
 
+def _elimination(problem: IntraopProblem, time_limit_s: float, t0: float, **kw: Any) -> Bound:
+    from problems.intraop.elimination import DEFAULT_TABLE_LIMIT, find_opt_strategy
+    r = find_opt_strategy(problem, table_limit=kw.get("table_limit", DEFAULT_TABLE_LIMIT), time_limit_s=time_limit_s,
+                          prune_memory=kw.get("prune_memory", True), decode=False)
+    status = ("infeasible" if r.value == math.inf else "optimal" if r.optimal
+              else "relaxation-optimal" if r.exact else "bound-only")
+    solver = "bucket elimination" if r.exact else "mini-bucket elimination"
+    return _bound("elimination", r.value, status, t0, solver, r.detail())
+
+
 def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0, **kw: Any) -> Bound:
     """Compute a certified lower bound on the optimum of ``problem``.
 
@@ -428,7 +443,9 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
             the bound then ends that much sooner) and ``on_prices(prices)`` (called once at
             the end, when the limit can bind, with the usage prices of the best multipliers,
             float64[n] as :meth:`MultiplierSearch.weights`). ``exact``: ``num_workers`` (at most 2), ``seed``, ``params``
-            (CP-SAT parameter overrides).
+            (CP-SAT parameter overrides). ``elimination``: ``table_limit`` (entries of the
+            largest factor table built exactly), ``prune_memory`` (default True: strategies that
+            can never fit are excluded first, as for ``lagrangian``).
 
     Returns:
         A :class:`~engine.records.Bound`; ``value`` is a Python int, ``math.inf`` when the
@@ -446,4 +463,6 @@ def lower_bound(problem: IntraopProblem, method: str, time_limit_s: float = 60.0
         return _lagrangian(problem, time_limit_s, t0, **kw)
     if method == "exact":
         return _exact(problem, time_limit_s, t0, **kw)
+    if method == "elimination":
+        return _elimination(problem, time_limit_s, t0, **kw)
     raise ValueError(f"unknown bound method {method!r}; choose one of {', '.join(METHODS)}")

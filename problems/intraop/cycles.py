@@ -328,7 +328,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     if len(core) == 0 or dual.last_exact:
         return None
     cert = dual.certificate()
-    if cert >= EXCL:
+    if cert is None:
         return None
     k, ptr = net.k, net.ptr
     th = dual.theta

@@ -11,10 +11,16 @@ Format (google/iopddl)::
                  "usage_limit": int (optional)}}
 
 Every defect is reported as one :class:`~engine.errors.InputError` line naming
-the file, the field and the index. The converted arrays are cached as an
-uncompressed ``.npz`` named after the sha256 of the file's raw bytes, so a
-second load skips JSON parsing; the cache directory is, in order of priority,
-the ``cache_dir`` argument, ``$GAPSTOP_CACHE/intraop``, ``~/.cache/gapstop/intraop``.
+the file, the field and the index. Interval ends are at most :data:`MAX_HORIZON`
+and the nodes' largest usages sum to less than 2^62.
+
+The converted arrays are cached as an uncompressed ``.npz`` named after the sha256 of
+the file's raw bytes, so a second load skips JSON parsing; the cache directory is, in
+order of priority, the ``cache_dir`` argument, ``$GAPSTOP_CACHE/intraop``,
+``~/.cache/gapstop/intraop``. A cache file is used only if the source digest stored in
+it equals the file's and a digest of its arrays matches them, and the arrays then pass
+the same checks as a fresh parse; otherwise (damaged, stale, altered) it is rebuilt from
+the JSON with one warning line on stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -30,11 +37,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from engine.errors import InputError
-from engine.persist import parse_json_bytes
+from engine.persist import parse_json_bytes, read_input_bytes
 from problems.intraop.model import IntraopProblem, interval_sum
 
 #: Bump when the cached array layout changes; old cache files are then ignored.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+#: Largest interval end accepted: per-time-step profiles are dense arrays of this length
+#: (an int64 profile is 128 MiB at the limit).
+MAX_HORIZON = 2**24
 _INT64_MAX = 2**63 - 1
 _ARRAYS = ("node_ptr", "node_cost", "node_usage", "start", "end", "edge_u", "edge_v", "edge_ptr", "edge_cost")
 
@@ -163,17 +173,33 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> IntraopProblem
     limit = p.get("usage_limit")
     if limit is not None and (type(limit) is not int or not 0 <= limit <= _INT64_MAX):
         raise InputError(f"{path}: problem.usage_limit: expected a non-negative integer, got {json.dumps(limit)}")
-    max_use = np.maximum.reduceat(node_usage, node_ptr[:-1])
-    if sum(max_use.tolist()) >= 2**62:
-        raise InputError(f"{path}: problem.nodes.usages: total usage exceeds 2^62; not supported")
     name = p.get("name")
     problem = IntraopProblem(
         name=str(name) if name is not None else path.name.split(".")[0],
         node_ptr=node_ptr, node_cost=node_cost, node_usage=node_usage,
         start=iv[:, 0], end=iv[:, 1], edge_u=uv[:, 0], edge_v=uv[:, 1],
         edge_ptr=edge_ptr, edge_cost=edge_cost, usage_limit=limit)
-    check_some_feasible(problem, path)
+    check_limits(problem, path)
     return problem
+
+
+def check_limits(problem: IntraopProblem, path: str | Path) -> None:
+    """The checks beyond the model's own shape and sign checks, run on every load (fresh
+    parse or cache): interval ends at most :data:`MAX_HORIZON`, total usage below 2^62
+    (the int64 usage profiles cannot wrap), and some solution within the usage limit.
+
+    Raises:
+        InputError: naming the first offending field and index.
+    """
+    over = np.nonzero(problem.end > MAX_HORIZON)[0]
+    if len(over):
+        i = int(over[0])
+        raise InputError(f"{path}: problem.nodes.intervals[{i}]: end {int(problem.end[i])} is above the "
+                         f"supported horizon of {MAX_HORIZON} time steps")
+    max_use = np.maximum.reduceat(problem.node_usage, problem.node_ptr[:-1])
+    if sum(max_use.tolist()) >= 2**62:
+        raise InputError(f"{path}: problem.nodes.usages: total usage exceeds 2^62; not supported")
+    check_some_feasible(problem, path)
 
 
 def min_usage_profile(problem: IntraopProblem) -> NDArray[np.int64]:
@@ -198,26 +224,51 @@ def _cache_file(cache_dir: Path, digest: str) -> Path:
     return cache_dir / f"{digest}.v{CACHE_VERSION}.npz"
 
 
-def _save_cache(file: Path, problem: IntraopProblem) -> None:
+def _arrays_digest(name: str, usage_limit: int, arrays: dict[str, NDArray[Any]]) -> str:
+    """sha256 over the name, the limit and every array's dtype, shape and bytes."""
+    h = hashlib.sha256(json.dumps([name, usage_limit]).encode())
+    for a in _ARRAYS:
+        x = np.ascontiguousarray(arrays[a])
+        h.update(f"{a}:{x.dtype.str}:{x.shape}".encode())
+        h.update(memoryview(x).cast("B"))
+    return h.hexdigest()
+
+
+def _save_cache(file: Path, problem: IntraopProblem, source_digest: str) -> None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp.npz")
         limit = -1 if problem.usage_limit is None else problem.usage_limit
+        arrays = {a: getattr(problem, a) for a in _ARRAYS}
         np.savez(tmp, name=np.array(problem.name), usage_limit=np.array(limit, dtype=np.int64),
-                 **{a: getattr(problem, a) for a in _ARRAYS})
+                 source_sha256=np.array(source_digest),
+                 arrays_sha256=np.array(_arrays_digest(problem.name, limit, arrays)), **arrays)
         tmp.replace(file)
     except OSError:
         pass  # a read-only or full cache only costs speed
 
 
-def _load_cache(file: Path) -> IntraopProblem | None:
-    try:
-        with np.load(file, allow_pickle=False) as z:
-            limit = int(z["usage_limit"])
-            return IntraopProblem(name=str(z["name"]), usage_limit=None if limit < 0 else limit,
-                                  **{a: z[a] for a in _ARRAYS})
-    except (OSError, KeyError, ValueError):
-        return None  # missing or damaged: rebuild from the JSON
+def _load_cache(file: Path, source: Path, source_digest: str) -> IntraopProblem:
+    """The cached problem, if ``file`` belongs to ``source_digest`` and passes every check.
+
+    Raises:
+        Exception: any failure (unreadable or damaged file, other source, altered arrays,
+            failed checks); the caller rebuilds the cache.
+    """
+    with np.load(file, allow_pickle=False) as z:
+        if str(z["source_sha256"]) != source_digest:
+            raise ValueError("made from other content than the file's")
+        name, limit = str(z["name"]), int(z["usage_limit"])
+        arrays = {a: z[a] for a in _ARRAYS}
+        if str(z["arrays_sha256"]) != _arrays_digest(name, limit, arrays):
+            raise ValueError("its arrays do not match their digest")
+    for a in _ARRAYS:
+        want = np.int32 if a in ("edge_u", "edge_v") else np.int64
+        if arrays[a].dtype != want or arrays[a].ndim != 1:
+            raise ValueError(f"array {a} is not a vector of {np.dtype(want)}")
+    problem = IntraopProblem(name=name, usage_limit=None if limit < 0 else limit, **arrays)
+    check_limits(problem, source)
+    return problem
 
 
 def load_problem(path: str | Path, *, cache_dir: str | Path | None = None, cache: bool = True) -> IntraopProblem:
@@ -232,19 +283,18 @@ def load_problem(path: str | Path, *, cache_dir: str | Path | None = None, cache
         InputError: unreadable, malformed or provably infeasible instance.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"{p}: cannot read file: {e.strerror or e}") from None
-    file = _cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(),
-                       hashlib.sha256(raw).hexdigest())
+    raw = read_input_bytes(p)
+    digest = hashlib.sha256(raw).hexdigest()
+    file = _cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(), digest)
     if cache and file.exists():
-        problem = _load_cache(file)
-        if problem is not None:
-            return problem
+        try:
+            return _load_cache(file, p, digest)
+        except Exception as e:  # noqa: BLE001 - whatever is wrong with the cache, the JSON decides
+            reason = type(e).__name__ + (f": {str(e).splitlines()[0]}" if str(e).strip() else "")
+            print(f"warning: {file}: cache not usable ({reason}); rebuilding it from {p}", file=sys.stderr)
     problem = problem_from_dict(parse_json_bytes(p, raw), p)
     if cache:
-        _save_cache(file, problem)
+        _save_cache(file, problem, digest)
     return problem
 
 

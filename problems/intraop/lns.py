@@ -271,6 +271,9 @@ def solve_neighbourhood(prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[n
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
     solver.parameters.num_workers = max(1, int(workers))
     solver.parameters.random_seed = int(seed)
+    # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
+    # in a thread (std::bad_function_call), losing the run's best result
+    solver.parameters.catch_sigint_signal = False
     status = solver.solve(model)
     name = solver.status_name(status)
     out = sol.copy()

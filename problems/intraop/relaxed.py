@@ -37,10 +37,11 @@ class Prepared:
         return self.problem.end > self.problem.start
 
 
-def prepare(problem: IntraopProblem, *, max_fill: int | None = 4096) -> Prepared:
-    """Merge the edges and plan the elimination (once per instance)."""
+def prepare(problem: IntraopProblem, *, max_fill: int | None = 4096, contract: bool = True) -> Prepared:
+    """Merge the edges and plan the elimination (once per instance); ``contract``: also merge
+    nodes tied by bijection tables (:func:`~problems.intraop.reduce.plan_reduction`)."""
     net = build_network(problem)
-    return Prepared(problem, net, plan_reduction(net, max_fill=max_fill))
+    return Prepared(problem, net, plan_reduction(net, max_fill=max_fill, contract=contract))
 
 
 def core_is_tiny(prep: Prepared) -> bool:

@@ -15,6 +15,7 @@ distributed driver can wrap the same :class:`~problems.intraop.penalty.PenaltySe
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine.records import Incumbent
+from engine.local_runner import sigint_held
+from engine.records import Bound, Incumbent, relative_gap
 from problems.intraop import repair as greedy
 from problems.intraop.evaluate import evaluate
 from problems.intraop.lns import NeighbourhoodSearch, recombine
@@ -78,23 +80,40 @@ RECOMBINE_MAX_NODES = 4000
 
 
 class _Best:
-    """Thread-safe best-so-far; reports each strict improvement once."""
+    """Thread-safe best-so-far; reports each strict improvement once.
 
-    def __init__(self, t0: float, on_improvement: Callable[[Incumbent], None] | None) -> None:
+    Every offered solution is re-scored by the exact evaluator (the searches' own
+    costs are never trusted); an infeasible or malformed one is counted in
+    :attr:`rejected` and dropped. ``stop`` is set when the searches must end (Ctrl-C, a
+    failure): every loop of the run checks it, so the threads end within one search slice.
+    """
+
+    def __init__(self, problem: IntraopProblem, t0: float,
+                 on_improvement: Callable[[Incumbent], None] | None) -> None:
+        self.problem = problem
         self.lock = threading.Lock()
         self.t0 = t0
         self.inc: Incumbent | None = None
         self.first_feasible_s: float | None = None
         self.on_improvement = on_improvement
+        self.rejected = 0
+        self.stop = threading.Event()
 
     def offer(self, found: Found, source: str) -> None:
         with self.lock:
             if self.inc is not None and found.cost >= self.inc.cost:
+                return  # a search that over-states its cost only loses its own report
+        ev = evaluate(self.problem, found.solution)  # outside the lock: the other searches go on
+        with self.lock:
+            if not ev.feasible or ev.cost is None:
+                self.rejected += 1
+                return
+            if self.inc is not None and ev.cost >= self.inc.cost:
                 return
             t = time.perf_counter() - self.t0
             if self.first_feasible_s is None:
                 self.first_feasible_s = t
-            self.inc = Incumbent(cost=found.cost, solution=found.solution.tolist(), source=source, t_s=t)
+            self.inc = Incumbent(cost=ev.cost, solution=np.asarray(found.solution).tolist(), source=source, t_s=t)
             if self.on_improvement is not None:
                 self.on_improvement(self.inc)
 
@@ -130,10 +149,17 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
             the neighbourhood moves) for more of the same; when positive, stage boundaries of
             the successive halving recombine too (at most :data:`RECOMBINE_STAGE_SHARE` each).
 
+    Every solution is re-scored by the exact evaluator before it is kept, reported or
+    returned. Ctrl-C (KeyboardInterrupt in the main thread) stops every search within one
+    slice and returns the best solution found, with ``stopped_because`` ``"interrupted"``.
+
     Returns:
-        ``{"problem", "instance", "cost", "feasible", "solution", "lower_bound", "gap",
-        "elapsed_s", "stopped_because", "time_to_first_feasible_s", "iterations", "workers",
-        "seed"}``; cost and solution are None when nothing feasible was found.
+        ``{"problem", "instance", "cost", "feasible", "solution", "lower_bound",
+        "lower_bound_method", "gap", "elapsed_s", "stopped_because", "time_to_first_feasible_s",
+        "iterations", "workers", "seed", "rejected_solutions"}``; cost and solution are None
+        when nothing feasible was found. ``lower_bound`` is computed only where it is exact and
+        cheap (no usage limit and a core small enough for variable elimination: the
+        ``unconstrained`` bound); ``stopped_because`` is ``"optimal"`` only when it equals the cost.
     """
     t0 = time.perf_counter()
     end = t0 + time_limit_s
@@ -143,15 +169,82 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
         recombine = False
     recombine_end = lns_end - lns_share * time_limit_s
     deadline = recombine_end - recombine_share * time_limit_s
-    best = _Best(t0, on_improvement)
-    prep = prep if prep is not None else prepare(problem)
+    best = _Best(problem, t0, on_improvement)
     workers = max(1, int(workers))
+    searches: list[PenaltySearch] = []
+    active: list[PenaltySearch] = []
+    proof: Bound | None = None
+    interrupted = False
+    try:
+        prep = prep if prep is not None else prepare(problem)
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
+            proof, active = _search(prep, best, pool, searches, workers=workers, seed=seed, deadline=deadline,
+                                    slice_s=slice_s, max_iterations=max_iterations, search_options=search_options,
+                                    time_limit_s=time_limit_s, recombine_share=recombine_share,
+                                    lagrangian_share=lagrangian_share)
+        except KeyboardInterrupt:
+            interrupted = True
+            best.stop.set()
+        finally:
+            best.stop.set()  # whatever ended the searches (a failure too), none runs on to the deadline
+            with sigint_held():  # they end within a slice; their best must not be lost meanwhile
+                pool.shutdown(wait=True, cancel_futures=True)
+        settled = proof is not None and best.inc is not None and proof.value == best.inc.cost
+        if not interrupted and not settled:
+            if (recombine or recombine_share > 0) and best.inc is not None:
+                last = recombine_end
+                if recombine and lns_share == 0:  # nothing runs between here and the polish, so share its reserve
+                    last = lns_end + RECOMBINE_POLISH_PART * (end - lns_end)
+                _recombine_with(prep, best, searches, last, workers, seed)
+            if (lns_share > 0 and best.inc is not None and max_iterations is None
+                    and time.perf_counter() < lns_end):
+                _neighbourhood_moves(prep, best, lns_end, workers, seed, [s.best() for s in searches])
+            if best.inc is not None and max_iterations is None and time.perf_counter() < end:
+                _polish(prep, best, end)
+    except KeyboardInterrupt:
+        interrupted = True
+        best.stop.set()
+    iterations = sum(s.iterations for s in searches)
+    elapsed = time.perf_counter() - t0
+    inc = best.inc
+    if interrupted:
+        stopped = "interrupted"
+    elif proof is not None and inc is not None and proof.value == inc.cost:
+        stopped = "optimal"  # integer costs: optimal means the proven bound equals the cost
+    elif max_iterations is not None and active and all(s.iterations >= max_iterations for s in active):
+        stopped = "iteration-limit"
+    else:
+        stopped = "time-limit"
+    if inc is None:
+        stopped = f"no-feasible-solution ({stopped})"
+    lb = None if proof is None or not math.isfinite(proof.value) else proof.value
+    return {"problem": "intraop", "instance": problem.name, "cost": None if inc is None else inc.cost,
+            "feasible": inc is not None, "solution": None if inc is None else inc.solution,
+            "lower_bound": lb, "lower_bound_method": None if lb is None else proof.method,
+            "gap": None if inc is None else relative_gap(inc.cost, lb), "elapsed_s": round(elapsed, 3),
+            "stopped_because": stopped, "time_to_first_feasible_s": best.first_feasible_s,
+            "iterations": iterations, "workers": workers, "seed": seed, "rejected_solutions": best.rejected}
+
+
+def _search(prep: Prepared, best: _Best, pool: ThreadPoolExecutor, searches: list[PenaltySearch], *,
+            workers: int, seed: int, deadline: float, slice_s: float, max_iterations: int | None,
+            search_options: dict[str, Any] | None, time_limit_s: float, recombine_share: float,
+            lagrangian_share: float) -> tuple[Bound | None, list[PenaltySearch]]:
+    """The probes, the exact bound where it is cheap, then the searches to ``deadline``.
+
+    Appends every search to ``searches`` (also when interrupted). Returns the proven
+    bound (only where the core is solved exactly without a usage limit: the exact
+    unconstrained optimum) and the searches that ran to the end.
+    """
+    problem = prep.problem
     keys = [(w0, v) for w0 in FIRST_SCALES + MORE_SCALES for v in VARIANTS]
     seeds = {key: int(ss.generate_state(1)[0]) for key, ss in zip(keys, np.random.SeedSequence(seed).spawn(len(keys)))}
-    searches: list[PenaltySearch] = []
     names: dict[int, str] = {}
 
-    def probe(key: tuple[float, str]) -> PenaltySearch:
+    def probe(key: tuple[float, str]) -> PenaltySearch | None:
+        if best.stop.is_set():
+            return None
         w0, variant = key
         opts = {**(search_options or {}), **VARIANTS[variant]}
         opts["solve_options"] = {**(search_options or {}).get("solve_options", {}),
@@ -167,63 +260,43 @@ def solve(problem: IntraopProblem, *, time_limit_s: float, seed: int = 0, worker
         b = s.best()
         return (b is None, 0 if b is None else b.cost)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for group in (FIRST_SCALES, MORE_SCALES):
-            searches += list(pool.map(probe, [(w0, v) for w0 in group for v in VARIANTS]))
-            if best.inc is not None or time.perf_counter() >= deadline:
-                break
-        ranked = sorted(searches, key=rank)
-        if not _exact_unconstrained(prep):
-            if max_iterations is not None:
-                list(pool.map(lambda s: _iterate_until(s, max_iterations, deadline, best, names[id(s)]),
-                              ranked[:workers]))
-            else:
-                feasible = [s for s in ranked if s.best() is not None]
-
-                def between_stages(stopped: list[PenaltySearch]) -> None:
-                    if recombine_share > 0:
-                        budget = min(RECOMBINE_STAGE_SHARE * time_limit_s, deadline - time.perf_counter())
-                        _recombine_with(prep, best, stopped, time.perf_counter() + budget, workers, seed)
-
-                seeded = None
-                if lagrangian_share > 0 and workers >= 2 and problem.usage_limit is not None:
-                    budget = min(LAGRANGIAN_MAX_S, lagrangian_share * time_limit_s)
-                    seeded = pool.submit(_lagrangian_search, prep, best, budget, deadline, seeds[keys[0]] + 1,
-                                         searches, names)
-                _successive_halving(pool, feasible or ranked[:workers], workers - (seeded is not None), deadline,
-                                    best, names, slice_s, between_stages)
-                if seeded is not None:
-                    seeded.result()
-        active = ranked[:workers]
-    if (recombine or recombine_share > 0) and best.inc is not None and not _exact_unconstrained(prep):
-        last = recombine_end
-        if recombine and lns_share == 0:  # nothing runs between here and the polish, so share its reserve
-            last = lns_end + RECOMBINE_POLISH_PART * (end - lns_end)
-        _recombine_with(prep, best, searches, last, workers, seed)
-    if (lns_share > 0 and best.inc is not None and max_iterations is None and not _exact_unconstrained(prep)
-            and time.perf_counter() < lns_end):
-        _neighbourhood_moves(prep, best, lns_end, workers, seed, [s.best() for s in searches])
-    if best.inc is not None and max_iterations is None and time.perf_counter() < end:
-        _polish(prep, best, end)
-    iterations = sum(s.iterations for s in searches)
-    elapsed = time.perf_counter() - t0
-    inc = best.inc
-    if inc is not None:  # the single source of truth re-checks what is reported
-        ev = evaluate(problem, inc.solution)
-        assert ev.feasible and ev.cost == inc.cost, ev
+    for group in (FIRST_SCALES, MORE_SCALES):
+        searches += [s for s in pool.map(probe, [(w0, v) for w0 in group for v in VARIANTS]) if s is not None]
+        if best.inc is not None or time.perf_counter() >= deadline:
+            break
+    ranked = sorted(searches, key=rank)
+    proof = None
     if _exact_unconstrained(prep):
-        stopped = "optimal"
-    elif max_iterations is not None and all(s.iterations >= max_iterations for s in active):
-        stopped = "iteration-limit"
+        # the probes minimise cost plus a usage penalty, so their best is optimal only if it
+        # meets the exact optimum (variable elimination of the whole tiny core)
+        from problems.intraop.bounds import lower_bound
+
+        proof = lower_bound(problem, "unconstrained", max(0.1, deadline - time.perf_counter()))
+        if proof.status != "relaxation-optimal" or not isinstance(proof.value, int):
+            proof = None
+        elif best.inc is not None and proof.value == best.inc.cost:
+            return proof, ranked[:workers]
+    if max_iterations is not None:
+        list(pool.map(lambda s: _iterate_until(s, max_iterations, deadline, best, names[id(s)]),
+                      ranked[:workers]))
     else:
-        stopped = "time-limit"
-    if inc is None:
-        stopped = f"no-feasible-solution ({stopped})"
-    return {"problem": "intraop", "instance": problem.name, "cost": None if inc is None else inc.cost,
-            "feasible": inc is not None, "solution": None if inc is None else inc.solution,
-            "lower_bound": None, "gap": None, "elapsed_s": round(elapsed, 3), "stopped_because": stopped,
-            "time_to_first_feasible_s": best.first_feasible_s, "iterations": iterations,
-            "workers": workers, "seed": seed}
+        feasible = [s for s in ranked if s.best() is not None]
+
+        def between_stages(stopped: list[PenaltySearch]) -> None:
+            if recombine_share > 0:
+                budget = min(RECOMBINE_STAGE_SHARE * time_limit_s, deadline - time.perf_counter())
+                _recombine_with(prep, best, stopped, time.perf_counter() + budget, workers, seed)
+
+        seeded = None
+        if lagrangian_share > 0 and workers >= 2 and problem.usage_limit is not None:
+            budget = min(LAGRANGIAN_MAX_S, lagrangian_share * time_limit_s)
+            seeded = pool.submit(_lagrangian_search, prep, best, budget, deadline, seeds[keys[0]] + 1,
+                                 searches, names)
+        _successive_halving(pool, feasible or ranked[:workers], workers - (seeded is not None), deadline,
+                            best, names, slice_s, between_stages)
+        if seeded is not None:
+            seeded.result()
+    return proof, ranked[:workers]
 
 
 def _exact_unconstrained(prep: Prepared) -> bool:
@@ -285,11 +358,11 @@ def _lagrangian_search(prep: Prepared, best: _Best, budget_s: float, deadline: f
     s = PenaltySearch(prep, w, seed, jitter=0.0)
     names[id(s)] = "penalty-lagrangian"
     searches.append(s)
-    run_until(s, deadline, lambda f: best.offer(f, names[id(s)]))
+    run_until(s, deadline, lambda f: best.offer(f, names[id(s)]), should_stop=best.stop.is_set)
 
 
 def _iterate_until(s: PenaltySearch, max_iterations: int, deadline: float, best: _Best, name: str) -> None:
-    while s.iterations < max_iterations and time.perf_counter() < deadline:
+    while s.iterations < max_iterations and time.perf_counter() < deadline and not best.stop.is_set():
         found = s.iterate()
         if found is not None:
             best.offer(found, name)
@@ -308,7 +381,7 @@ def _successive_halving(pool: ThreadPoolExecutor, active: list[PenaltySearch], w
     """
     while True:
         now = time.perf_counter()
-        if now >= deadline:
+        if now >= deadline or best.stop.is_set():
             return
         final = len(active) <= workers
         end = deadline if final else now + STAGE_SHARE * (deadline - now)
@@ -319,7 +392,7 @@ def _successive_halving(pool: ThreadPoolExecutor, active: list[PenaltySearch], w
         def worker() -> None:
             while True:
                 left = end - time.perf_counter()
-                if left <= 0:
+                if left <= 0 or best.stop.is_set():
                     return
                 try:
                     s = queue.get_nowait()

@@ -260,7 +260,6 @@ def build_partition_model(
             #    step (across member blocks: each input tensor of S enters some member,
             #    and inputs of v from other members are inputs of v's member block);
             #  * ws(v) for v in S (weaker; used when the cut variables are absent).
-            mem = sc.memory_hi(counts[b - 1])
             param_lin = _Lin()
             for v in range(n):
                 param_lin.add_x(y[v], b, sc.param_lo[v])
@@ -268,6 +267,10 @@ def build_partition_model(
             over = model.new_int_var(0, big, f"over{b}")
             overs[b] = over
             pk_max = sum(sc.out_lo) + max(sc.ws_lo, default=0)
+            # param + peak (or + cut) never exceeds sum(param_lo) + pk_max, so a larger allowance
+            # constrains nothing more; capping it there keeps the constants within int64 when
+            # M is far above every block's needs (M up to 2^62 bytes)
+            mem = min(sc.memory_hi(counts[b - 1]), sum(sc.param_lo) + pk_max)
             pk = model.new_int_var(0, pk_max, f"peak{b}")
             _ge(model, over, param + pk - mem)
             if io:
@@ -426,6 +429,9 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
     solver.parameters.num_workers = int(num_workers)
     solver.parameters.random_seed = int(random_seed)
+    # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
+    # in a thread (std::bad_function_call), losing the run's best result
+    solver.parameters.catch_sigint_signal = False
     # The LP of this formulation is weak (fractional y zero out the cut costs); the
     # extra cuts of level 2 visibly raise the proven bound of the exact model.
     solver.parameters.linearization_level = 2

@@ -44,7 +44,7 @@ from engine.records import Bound
 from problems.pipeline import _mip
 from problems.pipeline.closed_form import check_k, lemma33_work, simple_bound, simple_parts
 from problems.pipeline.model import PipelineProblem
-from problems.pipeline.spectral import spectral_bound_value
+from problems.pipeline.spectral import SPECTRAL_MAX_N, spectral_bound_value
 
 __all__ = [
     "BOTTLENECK_VARIANTS",
@@ -72,9 +72,14 @@ def spectral_bound(problem: PipelineProblem, k: int, time_limit_s: float = 5.0, 
                    on_improve: Callable[[float], None] | None = None, **_: Any) -> Bound:
     """The spectral bound (:mod:`problems.pipeline.spectral`), improved for up to
     ``time_limit_s`` seconds; ``on_improve(value)`` reports every rise. Other keyword
-    arguments (the MIP methods' solver options) are accepted and ignored."""
+    arguments (the MIP methods' solver options) are accepted and ignored. Graphs of more
+    than :data:`~problems.pipeline.spectral.SPECTRAL_MAX_N` nodes get value ``-inf`` and
+    status ``"skipped"`` at once."""
     t0 = time.perf_counter()
     check_k(problem, k)
+    if problem.n > SPECTRAL_MAX_N:
+        return Bound("spectral", -math.inf, "skipped", time.perf_counter() - t0, "eigenvalues",
+                     {"k": k, "reason": f"{problem.n} nodes > {SPECTRAL_MAX_N}"})
     value, detail = spectral_bound_value(problem, k, time_limit_s, should_stop=should_stop,
                                          on_improve=on_improve)
     return Bound("spectral", value, "bound-only", time.perf_counter() - t0, "eigenvalues", {"k": k, **detail})

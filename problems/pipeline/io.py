@@ -4,7 +4,8 @@ Format::
 
     {"graph": {"name": str,
                "nodes": {"names": [str] (optional), "work": [float],
-                         "size_param": [int], "size_out": [int]},
+                         "size_param": [int], "size_out": [int],
+                         "ops": [object | null] (optional, per-node op metadata)},
                "edges": [[u, v], ...]},
      "bandwidth": float > 0,
      "memory": int >= 0 | null,
@@ -13,6 +14,12 @@ Format::
 Node indices are 0-based; ``[u, v]`` means v consumes u's output tensor.
 Duplicate edges denote the same tensor edge and are merged. Every defect is
 reported as an :class:`~engine.errors.InputError` naming file, field and index.
+
+Limits (checked here, so that no sum the kernels or the evaluator form can overflow):
+the byte sizes (``size_out`` then ``size_param``, all nodes) sum to at most
+:data:`MAX_BYTES`, ``memory`` is at most :data:`MAX_BYTES`, and the largest cost a block
+can have, ``sum(work) + (2 sum(size_out) + sum(size_param)) / bandwidth``, is at most
+:data:`MAX_COST`. :func:`check_stages` limits ``k``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,18 @@ import numpy as np
 from engine.errors import InputError
 from engine.persist import read_json_file
 from problems.pipeline.model import PipelineProblem
+
+#: Largest byte total accepted (sizes, and ``memory``). The kernels sum bytes in int64; every
+#: such sum is of distinct tensors and parameters, so it is at most this, half of 2^63: a
+#: difference or a sum of two of them (``param + peak - memory``) cannot wrap either.
+MAX_BYTES = 2**62
+#: Largest possible block cost accepted (time units): float64 sums of k such costs stay finite.
+MAX_COST = 1e300
+#: Most pipeline stages accepted (``-k``); more than n is allowed (some stages stay empty).
+MAX_STAGES = 1024
+#: Most cells of the SliceGraph decoder's two tables, ``(k + 1) (n + 1)``: 16 bytes each, so
+#: 64 MiB per decoding thread; it also bounds the exact MIP's n k assignment booleans.
+MAX_DP_CELLS = 2**22
 
 
 def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | None) -> list[Any]:
@@ -45,6 +64,85 @@ def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | 
         if x < 0:
             raise InputError(f"{path}: {field}[{i}]: negative ({x})")
     return value
+
+
+_OP_KINDS = ("gemm", "conv", "elementwise", "reduction", "norm", "softmax", "pool", "embedding", "view", "other",
+             "unknown")
+
+
+def _ops_list(path: Path, ops: Any, n: int) -> tuple[dict[str, Any] | None, ...] | None:
+    """Light check of ``graph.nodes.ops`` (importer metadata): shape, names, modules, kinds, FLOPs and bytes."""
+    if ops is None:
+        return None
+    if not isinstance(ops, list) or len(ops) != n:
+        raise InputError(f"{path}: graph.nodes.ops: expected a list of {n} entries (one per node)")
+    seen: set[str] = set()
+    for i, op in enumerate(ops):
+        if op is None:
+            continue
+        f = f"graph.nodes.ops[{i}]"
+        if not isinstance(op, dict):
+            raise InputError(f"{path}: {f}: expected an object or null")
+        for key in ("name", "op"):
+            if not isinstance(op.get(key), str):
+                raise InputError(f"{path}: {f}.{key}: expected a string")
+        if op["name"] in seen:
+            raise InputError(f"{path}: {f}.name: {op['name']!r} is not unique")
+        seen.add(op["name"])
+        if op.get("module") is not None and not isinstance(op["module"], str):
+            raise InputError(f"{path}: {f}.module: expected a string or null, got {json.dumps(op['module'])}")
+        stack = op.get("module_stack")
+        if stack is not None and not (isinstance(stack, list) and all(isinstance(m, str) for m in stack)):
+            raise InputError(f"{path}: {f}.module_stack: expected a list of strings or null")
+        if "kind" in op and op["kind"] not in _OP_KINDS:
+            raise InputError(f"{path}: {f}.kind: expected one of {', '.join(_OP_KINDS)}, got {json.dumps(op['kind'])}")
+        for key in ("inputs", "outputs"):
+            if key in op and not isinstance(op[key], list):
+                raise InputError(f"{path}: {f}.{key}: expected a list")
+        for key in ("flops", "bytes"):
+            x = op.get(key, 0)
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                raise InputError(f"{path}: {f}.{key}: expected a finite number >= 0, got {json.dumps(x)}")
+    return tuple(ops)
+
+
+def _check_magnitudes(path: Path, work: list[Any], size_out: list[Any], size_param: list[Any],
+                      bandwidth: float) -> None:
+    """Refuse sizes whose int64 sums could wrap and costs whose float64 sums could overflow,
+    naming the entry at which the running total passes the limit (see the module docstring)."""
+    total = 0
+    for field, values in (("size_out", size_out), ("size_param", size_param)):
+        for i, x in enumerate(values):
+            total += int(x)
+            if total > MAX_BYTES:
+                raise InputError(f"{path}: graph.nodes.{field}[{i}]: the byte sizes (size_out, then size_param) "
+                                 "sum past 2^62 here, above the supported total")
+    work_total = 0.0
+    for i, x in enumerate(work):
+        work_total += float(x)
+        if not work_total <= MAX_COST:
+            raise InputError(f"{path}: graph.nodes.work[{i}]: the total work passes {MAX_COST:g} here, "
+                             "above the supported total")
+    comm = (2 * sum(int(x) for x in size_out) + sum(int(x) for x in size_param)) / bandwidth
+    if not work_total + comm <= MAX_COST:
+        raise InputError(f"{path}: bandwidth: {bandwidth:g} makes the largest possible stage cost "
+                         f"{work_total + comm:.6g} exceed the supported {MAX_COST:g} time units")
+
+
+def check_stages(problem: PipelineProblem, k: int, field: str = "-k") -> None:
+    """Refuse a stage count outside ``1 <= k <= MAX_STAGES`` or with ``(k + 1) (n + 1) >
+    MAX_DP_CELLS`` (the decoder's tables would not fit), naming ``field``."""
+    if k < 1:
+        raise InputError(f"{field}: must be >= 1, got {k}")
+    if k > MAX_STAGES:
+        raise InputError(f"{field}: {k} stages is above the supported maximum {MAX_STAGES}")
+    if (k + 1) * (problem.n + 1) > MAX_DP_CELLS:
+        most = MAX_DP_CELLS // (problem.n + 1) - 1
+        if most < 1:
+            raise InputError(f"{field}: the graph's {problem.n} nodes are too many for the decoder's tables "
+                             "((k + 1)(n + 1) <= 2^22)")
+        raise InputError(f"{field}: {k} stages on {problem.n} nodes exceed the decoder's table limit "
+                         f"(k + 1)(n + 1) <= 2^22; at most {most} stages on this graph")
 
 
 def find_cycle(n: int, edges: np.ndarray) -> list[int] | None:
@@ -107,6 +205,7 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
         if not isinstance(names, list) or len(names) != n:
             raise InputError(f"{path}: graph.nodes.names: expected a list of {n} names")
         names = tuple(str(x) for x in names)
+    ops = _ops_list(path, nodes.get("ops"), n)
     raw_edges = g.get("edges")
     if not isinstance(raw_edges, list):
         raise InputError(f"{path}: graph.edges: missing or not a list")
@@ -137,6 +236,10 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
                 or mem < 0 or not float(mem).is_integer():
             raise InputError(f"{path}: memory: must be a non-negative integer number of bytes or null, got {json.dumps(mem)}")
         mem = int(mem)
+        if mem > MAX_BYTES:
+            raise InputError(f"{path}: memory: {mem} bytes is above the supported maximum 2^62 "
+                             "(use null for unlimited memory)")
+    _check_magnitudes(path, work, size_out, size_param, float(bw))
     meta = doc.get("meta") or {}
     name = g.get("name") or path.name.split(".")[0]
     return PipelineProblem(
@@ -144,7 +247,7 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> PipelineProble
         size_param=np.array([int(x) for x in size_param], dtype=np.int64),
         size_out=np.array([int(x) for x in size_out], dtype=np.int64),
         edges=edges, bandwidth=float(bw), memory=mem, names=names,
-        meta=meta if isinstance(meta, dict) else {"meta": meta})
+        meta=meta if isinstance(meta, dict) else {"meta": meta}, ops=ops)
 
 
 def load_graph(path: str | Path) -> PipelineProblem:
@@ -159,6 +262,8 @@ def problem_to_dict(problem: PipelineProblem) -> dict[str, Any]:
                              "size_out": problem.size_out.tolist()}
     if problem.names is not None:
         nodes = {"names": list(problem.names), **nodes}
+    if problem.ops is not None:
+        nodes["ops"] = list(problem.ops)
     return {"graph": {"name": problem.name, "nodes": nodes, "edges": problem.edges.tolist()},
             "bandwidth": problem.bandwidth, "memory": problem.memory, "meta": dict(problem.meta)}
 

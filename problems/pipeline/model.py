@@ -39,6 +39,8 @@ class PipelineProblem:
         memory: fast memory per stage in bytes, or None for unlimited.
         names: optional node names (for reports only).
         meta: free-form metadata from the file.
+        ops: optional per-node op metadata (``graph.nodes.ops``: an object or None per node),
+            written by the importers; carried through, never used for costs.
     """
 
     name: str
@@ -50,6 +52,7 @@ class PipelineProblem:
     memory: int | None
     names: tuple[str, ...] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    ops: tuple[dict[str, Any] | None, ...] | None = None
     succ_ptr: NDArray[np.int64] = field(init=False, repr=False)
     succ: NDArray[np.int32] = field(init=False, repr=False)
     pred_ptr: NDArray[np.int64] = field(init=False, repr=False)

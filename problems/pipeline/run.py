@@ -133,6 +133,13 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
         "elapsed_s": round(elapsed_s, 3),
         "stopped_because": stopped_because,
     }
+    if inc is not None:  # per-stage ops, modules and cost terms, re-scored by the exact evaluator
+        from problems.pipeline.evaluate import evaluate
+        from problems.pipeline.plan import split_spec, stage_plan
+
+        ev = evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
+        doc["stages"] = stage_plan(problem, ev)
+        doc.update(split_spec(problem, ev))
     if constraints is not None and constraints.any:
         doc["constraints"] = constraints_doc(constraints, coord)
     return doc
@@ -191,12 +198,15 @@ def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: 
 
     False as soon as the spectral bound exceeds ``lb`` by more than :data:`SPECTRAL_MARGIN`
     (communication matters: the islands and the spectral bound carry such runs, e.g. the
-    REGAL-style graphs), or after :data:`SPECTRAL_WAIT_S` without its final value; True once
+    REGAL-style graphs), when it was skipped (graph too large for it), or after
+    :data:`SPECTRAL_WAIT_S` without its final value; True once
     its final value does not (on the real-model graphs the MIP then proves optimality alone in
     10-60 s, 1.3-1.8x sooner than next to an island and Ray's start-up: BENCHMARKS.md);
     None while undecided.
     """
     sp = job_bounds.get("spectral")
+    if sp is not None and sp.status == "skipped":
+        return False   # too large a graph to tell; the islands get their share as without a head start
     if sp is not None and lb is not None and sp.value > (1.0 + SPECTRAL_MARGIN) * lb:
         return False
     if sp is not None and "iterations" in sp.detail:
@@ -318,7 +328,7 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     Returns the final result document.
     """
     from engine.local_runner import run_threads
-    from engine.persist import write_json_atomic
+    from engine.persist import WriteFailures
     from engine.stopping import Clock, standard
     from problems.pipeline.closed_form import simple_bound
     # loaded before the clock starts (on a new machine their kernels compile for seconds)
@@ -327,10 +337,11 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
 
     clock = Clock()
     holder: dict[str, Coordinator] = {}
+    writes = WriteFailures()  # a failed write is one line on stderr; the searches go on
 
     def persist(_: Any) -> None:
         if out_path:
-            write_json_atomic(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed(),
+            writes.write_json(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed(),
                                                    constraints))
 
     coord = Coordinator(PipelineEvaluator(problem, k, constraints), standard(target_gap, time_limit_s), clock,
@@ -348,5 +359,5 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     if stats.errors:
         doc["worker_errors"] = stats.errors
     if out_path:
-        write_json_atomic(out_path, doc)
+        writes.write_json(out_path, doc)
     return doc

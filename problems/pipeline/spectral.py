@@ -56,6 +56,13 @@ from problems.pipeline.model import PipelineProblem
 PATIENCE_S = 2.0
 MIN_STALE = 2
 
+#: Largest graph (nodes) the bound runs on; above it :func:`problems.pipeline.bounds.spectral_bound`
+#: reports it as skipped. One eigendecomposition, which cannot be interrupted (so a run's stop
+#: waits for it), grows as n^3: with one BLAS thread it took 0.8-2.4 s at 1,736 nodes
+#: (lstm_lm_unrolled), 4.6 s at 2,048, 12-35 s at 4,096 and 262 s at 8,192 (2 vCPU shared with other jobs,
+#: BENCHMARKS.md). Its n x n float64 matrices (five of them) take 160 MiB at the limit.
+SPECTRAL_MAX_N = 2048
+
 #: Weight of a tensor's producer-consumer edges, as a fraction of the largest valid one, for
 #: tensors with several consumers (0.75 measured best of 0.5 / 0.75 / 1 on the REGAL graphs).
 THETA = 0.75
@@ -77,14 +84,18 @@ def clique_weight(d: int, theta: float = THETA) -> float:
         raise ValueError("theta must be in (0, 1]")
     alpha = 2.0 * theta / d
     beta = math.inf
+    # every (g0, p) pair, one g0 at a time in numpy: d is up to n - 1, and at d = 4,095 a Python
+    # double loop took 4.5-23 s against 0.2-0.7 s (2 vCPU shared with other jobs, BENCHMARKS.md);
+    # the arithmetic is the same, term by term, in float64
     for g0 in range(d):
         rest = d - g0
-        for p in range(1, rest + 1):
-            q, extra = divmod(rest, p)
-            squares = extra * (q + 1) ** 2 + (p - extra) * q * q + g0 * g0
-            pairs = (d * d - squares) // 2
-            if pairs > 0:
-                beta = min(beta, (1 + p - alpha * rest) / pairs)
+        p = np.arange(1, rest + 1, dtype=np.int64)
+        q, extra = np.divmod(rest, p)
+        squares = extra * (q + 1) ** 2 + (p - extra) * q * q + g0 * g0
+        pairs = (d * d - squares) // 2
+        ok = pairs > 0
+        if ok.any():
+            beta = min(beta, float((((1 + p[ok]) - alpha * rest) / pairs[ok]).min()))
     return 0.0 if beta == math.inf else max(0.0, beta * (1.0 - 1e-12))
 
 

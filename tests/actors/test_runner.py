@@ -71,6 +71,8 @@ def test_two_node_cluster_runs_work_on_both_nodes(graph: Path, tmp_path: Path) -
                   run_dir=str(tmp_path / "rd"), address=cluster.address, workers=2)
         nodes = set(doc["workers"]["nodes"].values())
         assert len(nodes) == 2, doc["workers"]
+        # pinned: the run directory is written on the driver's node
+        assert doc["workers"]["coordinator_node"] == ray.get_runtime_context().get_node_id()
         assert doc["objective"] is not None
         _check_solution(graph, doc)
     finally:

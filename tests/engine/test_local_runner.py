@@ -39,3 +39,12 @@ def test_live_bound_every_rise_with_integer_values() -> None:
     for v in (5, 5, 4, 6, 10**20):
         report(v)
     assert [b.value for b in ctx.sent] == [5, 6, 10**20]
+
+
+def test_live_bound_compares_integers_exactly_above_float_precision() -> None:
+    ctx = _Ctx()
+    report = live_bound(ctx, "lagrangian", "trw-s", 0.0)
+    lo = 2**60 + 129  # float(lo) == 2**60 + 256: above the next value
+    for v in (lo, lo, 2**60 + 200, 2**60 + 200):
+        report(v)
+    assert [b.value for b in ctx.sent] == [lo, 2**60 + 200]

@@ -209,7 +209,7 @@ def test_lagrangian_multipliers_improve_on_a_binding_limit():
 def test_unknown_method():
     with pytest.raises(ValueError, match="unknown bound method"):
         lower_bound(make_instance(1), "nope", 1.0)
-    assert METHODS == ("trivial", "unconstrained", "lagrangian", "exact")
+    assert METHODS == ("trivial", "unconstrained", "lagrangian", "exact", "elimination")
 
 
 def _anchors():

@@ -80,3 +80,76 @@ def test_core_search_never_worsens_and_finds_optimum_mostly(monkeypatch):
         hits += got == relaxed_optimum(p, [0] * p.n)
     print(f"core search optimal on {hits}/{total}")
     assert total >= 20 and hits >= 0.85 * total
+
+
+def _with_bijections(p, seed, count):
+    """``p`` plus ``count`` edges between equal-k nodes whose tables are random permutations
+    with random finite costs on them (FORBIDDEN elsewhere), some in cycles and parallel."""
+    from problems.intraop.model import FORBIDDEN, IntraopProblem
+
+    rng = np.random.default_rng(seed)
+    k = p.num_strategies
+    us, vs, tabs = [], [], []
+    for _ in range(count):
+        u = int(rng.integers(p.n))
+        same = [v for v in range(p.n) if v != u and k[v] == k[u]]
+        if k[u] < 2 or not same:
+            continue
+        v = int(rng.choice(same))
+        t = np.full((k[u], k[u]), FORBIDDEN, dtype=np.int64)
+        t[np.arange(k[u]), rng.permutation(k[u])] = rng.integers(0, 30, size=k[u])
+        us.append(u)
+        vs.append(v)
+        tabs.append(t.ravel())
+    if not tabs:
+        return p
+    eptr = np.concatenate([p.edge_ptr, p.edge_ptr[-1] + np.cumsum([len(t) for t in tabs])])
+    return IntraopProblem(name=p.name, node_ptr=p.node_ptr, node_cost=p.node_cost, node_usage=p.node_usage,
+                          start=p.start, end=p.end, edge_u=np.concatenate([p.edge_u, us]),
+                          edge_v=np.concatenate([p.edge_v, vs]), edge_ptr=eptr,
+                          edge_cost=np.concatenate([p.edge_cost, *tabs]), usage_limit=p.usage_limit)
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_bijection_contraction_keeps_the_relaxed_optimum(seed):
+    from problems.intraop.model import FORBIDDEN
+
+    rng = np.random.default_rng(seed)
+    n = 3 + seed % 6
+    p = random_instance(n, seed, max_k=3, edge_p=0.2 + 0.1 * (seed % 4), limit_quantile=None)
+    p = _with_bijections(p, seed, 1 + seed % 5)
+    w = rng.integers(0, 4, size=n)
+    want = relaxed_optimum(p, w.tolist())
+    net = build_network(p)
+    plan = plan_reduction(net, max_fill=None, max_work=None, contract=True)
+    theta = np.empty(len(net.unary))
+    K.penalised_unary(net.unary, net.usage, net.ptr, w.astype(np.float64), theta)
+    work = new_work(net, plan)
+    run_plan(plan, net, theta, work)
+    sol = np.zeros(p.n, dtype=np.int64)
+    if len(plan.core):
+        K.exhaustive(plan.core, sol, theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
+                     work, plan.tab_off, plan.tab_x)
+    reconstruct(plan, net, theta, work, sol)
+    if want < FORBIDDEN:  # some solution avoids every forbidden entry: the optimum is kept exactly
+        assert relaxed_value(p, w.tolist(), sol.tolist()) == want
+    assert len(plan.core) + int(np.sum(plan.op_kind != 4)) == n  # every node merged, eliminated or core
+
+
+def test_contraction_merges_what_elimination_cannot():
+    """A 4-clique of nodes tied by bijections: no node has degree <= 2, contraction leaves one node."""
+    from problems.intraop.model import IntraopProblem
+
+    k = 3
+    p0 = random_instance(4, 0, max_k=1, edge_p=0.0, limit_quantile=None)
+    ptr = np.arange(0, 4 * k + 1, k)
+    perm = np.full((k, k), 10**18, dtype=np.int64)
+    perm[np.arange(k), [2, 0, 1]] = [1, 2, 3]
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    p = IntraopProblem(name="clique", node_ptr=ptr, node_cost=np.arange(4 * k), node_usage=np.zeros(4 * k),
+                       start=p0.start, end=p0.end, edge_u=[a for a, _ in pairs], edge_v=[b for _, b in pairs],
+                       edge_ptr=np.arange(0, 6 * k * k + 1, k * k), edge_cost=np.tile(perm.ravel(), 6),
+                       usage_limit=None)
+    net = build_network(p)
+    assert len(plan_reduction(net).core) == 4
+    assert len(plan_reduction(net, contract=True).core) == 0

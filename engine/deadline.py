@@ -1,0 +1,240 @@
+"""The process's wall-clock budget: a time limit that counts from the process's start to its exit.
+
+:func:`process_start` dates the process from the kernel's record (``/proc/self/stat``), so
+the interpreter's start-up and imports count too. A :class:`Deadline` holds the end; a
+:class:`Watchdog` thread keeps it: shortly before the end (by a margin it measures: how
+late its own wake-ups come and how long fetching and writing the answer take) it writes and
+prints the best answer so far and ends the process, unless the normal path has already done
+so, in which case it only ends the process (e.g. a slow Ray shutdown) at the same point.
+:class:`FinishCosts` remembers, per kind of run, how long the end of a run (final writes,
+shutdown) took, so the next run of that kind stops its search early enough for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+_IMPORTED = time.monotonic()
+
+
+def process_start() -> float:
+    """``time.monotonic()`` at which this process started (the kernel's start time; 10 ms
+    resolution). Falls back to when this module was imported where ``/proc`` is unavailable."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        started_ticks = int(fields[19])  # field 22 of the whole line: starttime, clock ticks after boot
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        age = uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+        now = time.monotonic()
+        return min(now, max(now - age, 0.0)) if age >= 0 else _IMPORTED
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+
+
+class Deadline:
+    """``limit_s`` seconds of wall clock from ``start`` (default: the process's start)."""
+
+    def __init__(self, limit_s: float, start: float | None = None) -> None:
+        self.start = process_start() if start is None else start
+        self.limit_s = float(limit_s)
+        self.end = self.start + self.limit_s
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+class Watchdog:
+    """Keeps a :class:`Deadline` for the whole process (a daemon thread).
+
+    Args:
+        deadline: the end.
+        answer: returns the best answer document so far (or None); called from the thread.
+        emit: writes and prints a document (``--out``, stdout); called once, from the thread,
+            only if the normal path has not emitted its own (:meth:`emitted`).
+        exit_code: the process's exit code for a document (or None: nothing feasible).
+        poll_s: how often the thread wakes to measure (and to fetch the answer).
+        on_exit: called just before the thread ends the process (e.g. to record a finish cost).
+
+    Margin: ``late + 2 * (fetch + write) + exit`` with ``late`` the latest the thread has
+    woken after its requested time, ``fetch`` the slowest ``answer()`` call, ``write`` the
+    slowest write reported by :meth:`note_write` (or measured around ``emit``), and ``exit``
+    the longest it took a forked copy of this process to end (its address space is torn down
+    like this one's: tens of ms for a Ray driver), measured every :data:`EXIT_PROBE_S` in the
+    second half of the time; all measured during the run. The thread acts at ``end - margin``.
+    """
+
+    #: seconds between two measurements of the cost of ending the process
+    EXIT_PROBE_S = 2.0
+
+    def __init__(self, deadline: Deadline, answer: Callable[[], dict[str, Any] | None],
+                 emit: Callable[[dict[str, Any]], None], exit_code: Callable[[dict[str, Any] | None], int],
+                 poll_s: float = 0.25, on_exit: Callable[[], None] | None = None) -> None:
+        self.deadline, self.answer, self.emit, self.exit_code = deadline, answer, emit, exit_code
+        self.on_exit = on_exit
+        self.poll_s = poll_s
+        self.late_s = 0.0
+        self.fetch_s = 0.0
+        self.write_s = 0.0
+        self.exit_s = 0.0
+        self._probed_at = -float("inf")
+        self.fired = False
+        self.gave_answer = False  # fired with an answer to give
+        self._done = threading.Event()  # the normal path has emitted its answer
+        self._code = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="gapstop-deadline", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    @property
+    def margin_s(self) -> float:
+        return self.late_s + 2.0 * (self.fetch_s + self.write_s) + self.exit_s
+
+    def _probe_exit(self) -> None:
+        """Time a forked copy of this process ending at once (fork, exit, reaping)."""
+        if not hasattr(os, "fork"):
+            return
+        t = time.monotonic()
+        try:
+            pid = os.fork()
+        except OSError:
+            return
+        if pid == 0:  # the copy: only end (no locks, no Python-level clean-up)
+            os._exit(0)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        self.exit_s = max(self.exit_s, time.monotonic() - t)
+
+    def note_write(self, seconds: float) -> None:
+        """Report how long a write of the answer took (the running ``--out`` rewrites)."""
+        self.write_s = max(self.write_s, seconds)
+
+    def claim(self, code: int) -> bool:
+        """The normal path is about to write and print its answer (the process's exit code
+        will be ``code``): from now on the thread only ends the process if it is still
+        running at the deadline. False if the thread has already begun giving its own
+        answer: the caller must then give none (the thread ends the process)."""
+        with self._lock:
+            if self.fired:
+                return False
+            self._code = code
+            self._done.set()
+            return True
+
+    def _run(self) -> None:
+        end = self.deadline.end
+        while not self._done.is_set():
+            now = time.monotonic()
+            if now >= end - self.margin_s:
+                break
+            wake = min(end - self.margin_s, now + self.poll_s)
+            if self._done.wait(wake - now):
+                break
+            self.late_s = max(self.late_s, time.monotonic() - wake)
+            if time.monotonic() < end - self.margin_s:
+                t = time.monotonic()
+                try:
+                    self.answer()
+                except Exception:  # noqa: BLE001 - only measured here; a failing fetch is reported below
+                    pass
+                self.fetch_s = max(self.fetch_s, time.monotonic() - t)
+                now = time.monotonic()
+                if now - self.deadline.start >= 0.5 * self.deadline.limit_s and now - self._probed_at >= self.EXIT_PROBE_S:
+                    self._probed_at = now
+                    self._probe_exit()
+        with self._lock:
+            done, code = self._done.is_set(), self._code
+            self.fired = not done
+        if done:  # the answer is out: only make sure the process ends (e.g. a slow shutdown) in time,
+            # keeping the whole margin: a large process (Ray's) takes tens of ms to be torn down
+            self._probe_exit()
+            time.sleep(max(0.0, end - self.margin_s - time.monotonic()))
+        else:
+            doc = None
+            try:
+                doc = self.answer()
+                if doc is not None:
+                    self.gave_answer = True
+                    t = time.monotonic()
+                    self.emit(doc)
+                    self.note_write(time.monotonic() - t)
+                else:
+                    print("error: no feasible solution found by the time limit", file=sys.stderr)
+            except Exception as e:  # noqa: BLE001 - the process must still end in time
+                print(f"error: at the time limit the answer could not be written: {e}", file=sys.stderr)
+            code = self.exit_code(doc)
+        if self.on_exit is not None:
+            try:
+                self.on_exit()
+            except Exception:  # noqa: BLE001 - recording is optional, ending in time is not
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+class FinishCosts:
+    """Measured seconds from a run's answer to its process's exit, per kind of run, kept in
+    ``$GAPSTOP_CACHE/finish_costs.json`` (or ``~/.cache/gapstop``); the last few per kind."""
+
+    KEEP = 5
+
+    def __init__(self, path: Path | None = None) -> None:
+        root = os.environ.get("GAPSTOP_CACHE")
+        self.path = path or (Path(root) if root else Path.home() / ".cache" / "gapstop") / "finish_costs.json"
+
+    def _load(self) -> dict[str, list[float]]:
+        try:
+            data = json.loads(self.path.read_text())
+            return {str(k): [float(x) for x in v] for k, v in data.items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            return {}
+
+    def reserve_s(self, kind: str) -> float:
+        """1.5x the longest recent measurement for ``kind`` (0 when none was measured yet)."""
+        seen = self._load().get(kind, [])
+        return 1.5 * max(seen) if seen else 0.0
+
+    def record(self, kind: str, seconds: float) -> None:
+        data = self._load()
+        data[kind] = (data.get(kind, []) + [round(float(seconds), 3)])[-self.KEEP:]
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(self.path)
+        except OSError:
+            pass  # an unwritable cache only loses the measurement
+
+
+#: the monotonic time by which a run in this process must have stopped its search (set by the
+#: command line from the process's deadline; ``inf``: no such limit, e.g. when used as a library)
+_RUN_END = {"t": float("inf")}
+
+
+def set_run_end(t: float) -> None:
+    """Set the latest ``time.monotonic()`` at which a run's search must stop (see :func:`run_end`)."""
+    _RUN_END["t"] = float(t)
+
+
+def run_end() -> float:
+    """The latest ``time.monotonic()`` at which this process's run must stop searching; the Ray
+    driver loop clamps its end to it, so Ray's start-up counts against the process's budget."""
+    return _RUN_END["t"]

@@ -1,0 +1,199 @@
+"""What a partition means to a user: per-stage ops, module paths and cost terms; contiguous plans.
+
+* :func:`stage_plan`: for each stage, its ops by name, the module paths it holds whole, the
+  modules a stage boundary cuts, and its cost split into compute, communication and
+  overflow. The split is read off the exact evaluator's own terms, so the three parts add up
+  to the stage cost the evaluator reports.
+* :func:`solve_contiguous`: the best partition whose stages are contiguous runs of one given
+  order (by default the file's node order, which importers write in the model's execution
+  order): SliceGraph on that order is exact, so this is optimal among such plans by
+  construction. Lower bounds computed on the unrestricted problem then say how much the
+  restriction can cost.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.records import Bound, relative_gap
+from problems.pipeline.evaluate import Evaluation, check_order, evaluate
+from problems.pipeline.model import PipelineProblem
+
+
+def cost_terms(problem: PipelineProblem, ev: Evaluation) -> list[dict[str, float]]:
+    """Per stage: ``compute`` (work), ``communication`` ((in + out bytes) / B) and ``overflow``
+    (max(param + peak - M, 0) / B, 0 without a memory limit), in the graph's time unit.
+
+    These are the terms of the exact cost expression in :mod:`problems.pipeline._kernels`,
+    added in the same order, so ``compute + communication + overflow`` equals the evaluator's
+    stage cost to the last bit.
+    """
+    B = problem.bandwidth
+    out = []
+    for s in range(len(ev.block_costs)):
+        comm = (int(ev.in_bytes[s]) + int(ev.out_bytes[s])) / B
+        over = 0.0
+        if problem.memory is not None:
+            excess = int(ev.param_bytes[s]) + int(ev.peak_bytes[s]) - problem.memory
+            over = excess / B if excess > 0 else 0.0
+        out.append({"compute": float(ev.work[s]), "communication": comm, "overflow": over})
+    return out
+
+
+def _node_names(problem: PipelineProblem) -> list[str]:
+    if problem.ops is not None:
+        return [op["name"] if op else (problem.names[i] if problem.names else str(i))
+                for i, op in enumerate(problem.ops)]
+    return list(problem.names) if problem.names is not None else [str(i) for i in range(problem.n)]
+
+
+def _prefixes(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def module_summary(modules: Sequence[str | None], blocks: np.ndarray, nblocks: int,
+                   order: Sequence[int] | None = None) -> tuple[list[list[str]], list[list[str]]]:
+    """Per stage: the module paths it holds whole, collapsed to the outermost such path, and
+    the modules a stage boundary passes through (ops both in this stage and in another),
+    the innermost such paths only. Both lists follow the first appearance of their ops in
+    ``order`` (default: node order).
+
+    ``modules[i]``: module path of node i (dot-separated) or None.
+    """
+    total: Counter[str] = Counter()
+    per: list[Counter[str]] = [Counter() for _ in range(nblocks)]
+    first: list[dict[str, int]] = [{} for _ in range(nblocks)]
+    for t, i in enumerate(range(len(modules)) if order is None else order):
+        m = modules[int(i)]
+        if not m:
+            continue
+        s = int(blocks[int(i)])
+        for p in _prefixes(m):
+            total[p] += 1
+            per[s][p] += 1
+            first[s].setdefault(p, t)
+    whole: list[list[str]] = []
+    cut: list[list[str]] = []
+    for s in range(nblocks):
+        inside = {p for p, c in per[s].items() if c == total[p]}
+        shared = set(per[s]) - inside
+        outer = [p for p in inside if p.rpartition(".")[0] not in inside]
+        inner = [p for p in shared if not any(q.startswith(p + ".") for q in shared)]
+        whole.append(sorted(outer, key=lambda p: first[s][p]))
+        cut.append(sorted(inner, key=lambda p: first[s][p]))
+    return whole, cut
+
+
+def stage_plan(problem: PipelineProblem, ev: Evaluation) -> list[dict[str, Any]]:
+    """The ``stages`` list of ``result.json``: one entry per stage, in DAG order.
+
+    Each entry: ``stage``, ``ops`` (node names in schedule order), ``modules`` (module paths
+    held whole), ``cut_modules`` (modules a stage boundary passes through), ``cost`` and its
+    ``compute``, ``communication`` and ``overflow`` terms, and the byte counts behind them.
+    """
+    names = _node_names(problem)
+    nb = len(ev.block_costs)
+    modules = [op.get("module") if op else None for op in problem.ops] if problem.ops is not None \
+        else [None] * problem.n
+    whole, cut = module_summary(modules, ev.blocks, nb, ev.order)
+    members: list[list[str]] = [[] for _ in range(nb)]
+    for v in ev.order:
+        members[int(ev.blocks[v])].append(names[int(v)])
+    terms = cost_terms(problem, ev)
+    return [{"stage": s, "ops": members[s], "modules": whole[s], "cut_modules": cut[s],
+             "cost": float(ev.block_costs[s]), **terms[s],
+             "in_bytes": int(ev.in_bytes[s]), "out_bytes": int(ev.out_bytes[s]),
+             "param_bytes": int(ev.param_bytes[s]), "peak_bytes": int(ev.peak_bytes[s])}
+            for s in range(nb)]
+
+
+def split_spec(problem: PipelineProblem, ev: Evaluation) -> dict[str, Any]:
+    """For torch imports: ``{"split_spec": {module path: "BEGINNING"} | None, "split_spec_problems": [...]}``
+    ready for ``torch.distributed.pipelining.pipeline(module, mb_args, split_spec=...)``
+    (with ``SplitPoint.BEGINNING``); ``{}`` for other graphs.
+
+    Stage s >= 1 must begin where a module called by the program begins (the outermost module
+    on its first op's ``module_stack`` whose first op that is). A stage boundary inside a
+    module, at an op outside every submodule, or stages not contiguous in the program's order
+    give ``split_spec: None`` and one line per problem instead of a wrong split point.
+    """
+    if problem.ops is None or problem.meta.get("source") != "torch":
+        return {}
+    blocks = ev.blocks
+    if len(blocks) > 1 and np.any(np.diff(blocks) < 0):
+        return {"split_spec": None, "split_spec_problems": [
+            "the stages are not contiguous in the program's order (solve with --contiguous)"]}
+    stacks = [list(op.get("module_stack") or []) if op else [] for op in problem.ops]
+    first: dict[str, int] = {}
+    for i, stack in enumerate(stacks):
+        for m in stack:
+            first.setdefault(m, i)
+    spec: dict[str, str] = {}
+    problems: list[str] = []
+    for s in range(1, int(blocks.max()) + 1 if len(blocks) else 0):
+        i = int(np.argmax(blocks == s))
+        op = problem.ops[i] or {}
+        starts = [m for m in stacks[i] if first[m] == i]
+        if starts:
+            spec[starts[0]] = "BEGINNING"
+        elif stacks[i]:
+            problems.append(f"stage {s} begins at op {op.get('name')!r} inside module {stacks[i][-1]!r}")
+        else:
+            problems.append(f"stage {s} begins at op {op.get('name')!r}, which no submodule runs")
+    return {"split_spec": None if problems else spec, "split_spec_problems": problems}
+
+
+def contiguous_split(problem: PipelineProblem, k: int, order: Any = None) -> Evaluation:
+    """The optimal split of ``order`` (default: node order 0..n-1) into at most k contiguous
+    stages, re-scored by the exact evaluator. Raises InputError if the order is not topological."""
+    from problems.pipeline.decoder import SliceDecoder
+
+    o = check_order(problem, np.arange(problem.n) if order is None else order)
+    split = SliceDecoder(problem, k).slice(o)
+    return evaluate(problem, split.blocks, split.order, k=k)
+
+
+def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0, bounds: bool = True,
+                     order: Any = None, seed: int = 0, num_workers: int = 2) -> dict[str, Any]:
+    """``pipeline solve --contiguous``: the optimal contiguous plan and unrestricted lower bounds.
+
+    The plan is optimal among plans whose stages are contiguous runs of the order. The bounds
+    (``simple``; with ``bounds``, also ``spectral`` and the exact MIP for the remaining time) are
+    valid for every plan, contiguous or not, so ``gap`` bounds what the restriction costs.
+    Returns the result document (the README's ``result.json`` plus ``mode`` and ``stages``).
+    """
+    from problems.pipeline.bounds import exact_bound, spectral_bound
+    from problems.pipeline.closed_form import simple_bound
+
+    t0 = time.monotonic()
+    ev = contiguous_split(problem, k, order)
+    found: list[Bound] = [simple_bound(problem, k)]
+    if bounds:
+        found.append(spectral_bound(problem, k, min(30.0, 0.3 * time_limit_s)))
+        left = time_limit_s - (time.monotonic() - t0)
+        if left > 1.0:
+            found.append(exact_bound(problem, k, left, hint=ev.blocks.tolist(), random_seed=seed,
+                                     num_workers=num_workers))
+    valid = [b for b in found if math.isfinite(b.value)]
+    best = max(valid, key=lambda b: b.value) if valid else None
+    lb = None if best is None else best.value
+    return {
+        "problem": "pipeline", "graph": problem.name, "k": k, "mode": "contiguous",
+        "objective": ev.objective, "contiguous_optimal": True,
+        "lower_bound": lb, "lower_bound_method": None if best is None else best.method,
+        "gap": relative_gap(ev.objective, lb),
+        "blocks": ev.blocks.tolist(), "order": ev.order.tolist(), "block_costs": ev.block_costs.tolist(),
+        "found_by": "contiguous-slicegraph",
+        "bounds": [b.to_dict() for b in sorted(found, key=lambda b: -b.value if math.isfinite(b.value)
+                                                  else math.inf)],
+        "stages": stage_plan(problem, ev),
+        **split_spec(problem, ev),
+        "elapsed_s": round(time.monotonic() - t0, 3),
+        "stopped_because": "contiguous-optimal",
+    }

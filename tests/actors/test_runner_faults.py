@@ -1,0 +1,47 @@
+"""The Ray driver when the run directory cannot be written: the run goes on, ``--out`` follows
+every improvement, and the coordinator stays on the driver's node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import actors.runner  # noqa: E402
+from actors.runner import run  # noqa: E402
+from problems.pipeline.evaluate import evaluate  # noqa: E402
+from problems.pipeline.generators import regal_like  # noqa: E402
+from problems.pipeline.io import load_graph, save_graph  # noqa: E402
+from tests.actors.test_runner import _fresh_ray  # noqa: E402, F401  (autouse: Ray stopped before and after)
+
+pytestmark = [pytest.mark.ray]
+
+
+def test_unwritable_run_dir_on_ray_prints_the_result_and_out_follows_improvements(tmp_path: Path, monkeypatch,
+                                                                                   capsys) -> None:
+    monkeypatch.setitem(actors.runner._PROCESS, "ray_used", True)  # no head start in this process: Ray at once
+    g = tmp_path / "g.json"
+    save_graph(regal_like(7, n=60, family="sbm"), g)
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a directory below a regular file cannot be created, even by root
+    out = tmp_path / "out.json"
+    seen: list[tuple[float, dict]] = []
+
+    def progress(st: dict) -> None:
+        if st["ub"] is not None and (not seen or seen[-1][0] != st["ub"]):
+            seen.append((st["ub"], json.loads(out.read_text())))
+
+    doc = run("pipeline", str(g), {"k": 4}, time_limit_s=8, target_gap=0.0, seed=0, run_dir=str(blocker / "rd"),
+              workers=2, progress=progress, out_path=str(out), head_start_s=0.0)
+    assert doc["objective"] is not None
+    ev = evaluate(load_graph(g), doc["blocks"], doc["order"], k=4)
+    assert ev.objective == doc["objective"]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: cannot write")]
+    assert len(warnings) == 1 and str(blocker / "rd") in warnings[0], warnings
+    # --out was rewritten as the incumbent improved, not only at the end
+    assert seen and all(d["stopped_because"] == "running" and d["objective"] <= ub for ub, d in seen)
+    assert json.loads(out.read_text()) == doc
+    assert doc["workers"]["coordinator_node"] == ray.get_runtime_context().get_node_id()

@@ -1,0 +1,69 @@
+"""The process deadline: start time from the kernel, the watchdog, the finish-cost memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+from engine.deadline import Deadline, FinishCosts, process_start
+
+
+def test_process_start_is_before_now_and_after_a_fresh_process_began() -> None:
+    code = "import time; t = time.monotonic(); from engine.deadline import process_start; print(t - process_start())"
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    age_at_import = float(out.stdout)
+    # the child started after t0 and reported its age when it had run for less than the whole call
+    assert 0.0 <= age_at_import <= time.monotonic() - t0 + 0.02
+    assert process_start() <= time.monotonic()
+
+
+def test_deadline_counts_from_its_start() -> None:
+    d = Deadline(5.0, start=time.monotonic() - 2.0)
+    assert 2.0 <= d.elapsed() < 2.5 and 2.5 < d.left() <= 3.0
+
+
+def test_finish_costs_keep_the_last_few_and_reserve_half_again_the_largest(tmp_path) -> None:
+    fc = FinishCosts(tmp_path / "f.json")
+    assert fc.reserve_s("x") == 0.0
+    for v in (1.0, 4.0, 2.0, 0.5, 0.5, 0.5, 0.5):
+        fc.record("x", v)
+    assert json.loads((tmp_path / "f.json").read_text())["x"] == [2.0, 0.5, 0.5, 0.5, 0.5]
+    assert fc.reserve_s("x") == 3.0 and fc.reserve_s("y") == 0.0
+    (tmp_path / "f.json").write_text("not json")
+    assert fc.reserve_s("x") == 0.0  # a damaged file only loses the measurements
+
+
+_CHILD = textwrap.dedent("""
+    import sys, time
+    from engine.deadline import Deadline, Watchdog
+    mode = sys.argv[1]
+    d = Deadline(1.5)
+    w = Watchdog(d, lambda: {"cost": 7}, lambda doc: print("emitted", doc["cost"], flush=True),
+                 lambda doc: 0 if doc else 1, poll_s=0.05).start()
+    if mode == "done":
+        assert w.claim(3)
+        print("normal", flush=True)
+    time.sleep(30)  # a hung search, or a hung shutdown after the answer
+""")
+
+
+def _child(mode: str) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _CHILD, mode], capture_output=True, text=True, timeout=20)
+    return time.monotonic() - t0, proc
+
+
+def test_watchdog_gives_the_best_answer_and_ends_a_hung_process_before_the_deadline() -> None:
+    wall, proc = _child("hung")
+    assert wall < 1.5 + 0.1  # ends by the deadline (counted from the child's own start)
+    assert proc.stdout.split() == ["emitted", "7"] and proc.returncode == 0
+
+
+def test_watchdog_only_ends_the_process_once_the_answer_is_out() -> None:
+    wall, proc = _child("done")
+    assert wall < 1.5 + 0.1
+    assert proc.stdout.split() == ["normal"] and proc.returncode == 3
