@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from engine.local_runner import source_name
 from problems import registry
 
 #: how often a held search worker asks whether it may go on (seconds)
@@ -39,7 +40,7 @@ class SearchWorker:
             total += n
             epoch += 1
             if found:  # only the last (best) improvement of an epoch matters
-                coord.report_solution.remote(self.adapter.to_solution(found[-1]), self.name)
+                coord.report_solution.remote(self.adapter.to_solution(found[-1]), source_name(self.name, found[-1]))
             coord.report_evals.remote(self.name, n)
             if migrate_every and epoch % migrate_every == 0 and hasattr(self.search, "migrants"):
                 keys, costs = self.search.migrants(migrate_n)
