@@ -47,6 +47,10 @@ class SearchWorker:
                 mk, mc = ray.get(coord.exchange_migrants.remote(self.name, keys, costs, migrate_n))
                 if len(mc):
                     self.search.accept_migrants(mk, mc)
+            if migrate_every and epoch % migrate_every == 0 and hasattr(self.search, "accept_incumbent"):
+                cost, sol = ray.get(coord.incumbent.remote())  # e.g. the exact MIP's: the island builds on it
+                if sol is not None:
+                    self.search.accept_incumbent(cost, sol)
             st = ray.get(coord.poll.remote())
             while st["stop"] is None and st["hold"]:  # another job has the CPUs for now
                 time.sleep(HOLD_POLL_S)

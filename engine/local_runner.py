@@ -7,7 +7,8 @@ same worker objects in actors.
 A *search worker* has ``step(budget_s, on_improvement, should_stop) -> evals`` and
 reports solutions through ``on_improvement(value, solution)``; a solution with a non-empty
 ``via`` attribute (the piece of the search that found it) is logged as ``WORKER/VIA``
-(:func:`source_name`). A *bound job* is a
+(:func:`source_name`). A worker with ``accept_incumbent(cost, solution)`` is handed the run's
+incumbent between steps. A *bound job* is a
 callable ``job(ctx) -> None`` that reports through ``ctx.bound(...)`` and
 ``ctx.solution(...)`` and should return early when ``ctx.should_stop()``.
 """
@@ -132,6 +133,10 @@ def run_threads(coordinator: Coordinator, searches: list[SearchWorker], bound_jo
                 n = worker.step(min(step_s, max(0.0, deadline - time.monotonic())), improved, stop.is_set)
                 with lock:
                     stats.evals += n
+                    inc = coordinator.incumbent
+                # the run's incumbent (e.g. the exact MIP's) into the island, which builds on it
+                if inc is not None and hasattr(worker, "accept_incumbent"):
+                    worker.accept_incumbent(inc.cost, inc.solution)
         except Exception:
             stats.errors.append(f"{name}: {traceback.format_exc(limit=3)}")
 

@@ -11,7 +11,7 @@ then reach the coordinator as ordinary island incumbents (re-scored there), tagg
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -79,3 +79,18 @@ def memetic_step(search: PipelineSearch, rng: np.random.Generator, n_elites: int
                 seen.add(nk.tobytes())
             better += 1
     return better
+
+
+def accept_incumbent(search: PipelineSearch, cost: float, solution: dict[str, Any]) -> bool:
+    """Put the run's incumbent (e.g. the exact MIP's) into the island as a chromosome.
+
+    ``solution`` is the coordinator's canonical one (``order`` with the stages contiguous).
+    Taken only when it beats the island's best; the chromosome's Kahn order is
+    ``solution["order"]``, so it decodes to ``cost`` or lower. Returns True if injected.
+    """
+    if not cost < min(search.ga.best_cost, search.rand.best_cost) or solution.get("order") is None:
+        return False
+    keys = order_keys(np.asarray(solution["order"], dtype=np.int32))
+    value = float(search.decoder.values(keys[None, :])[0])
+    search.ga.inject(keys[None, :], np.array([value]))
+    return True

@@ -158,6 +158,12 @@ class PipelineSearch:
     def accept_migrants(self, keys: NDArray[np.float64], costs: NDArray[np.float64]) -> None:
         self.ga.inject(keys, costs)
 
+    def accept_incumbent(self, cost: float, solution: dict[str, Any]) -> bool:
+        """The run's incumbent into the population (:func:`problems.pipeline.memetic.accept_incumbent`)."""
+        from problems.pipeline.memetic import accept_incumbent
+
+        return accept_incumbent(self, cost, solution)
+
     def state_dict(self) -> dict[str, Any]:
         return {"ga": self.ga.state_dict(), "rand": self.rand.state_dict(), "evals": self.evals,
                 "rand_evals": self._rand_evals}

@@ -60,3 +60,19 @@ def test_island_reports_tagged_exact_improvements() -> None:
         assert source_name("search-0", s) == ("search-0/" + s.via if s.via else "search-0")
         assert evaluate(p, s.blocks, s.order, k=k).objective == v
         assert ev(split_to_solution(s))[0] <= v
+
+
+def test_island_takes_a_better_incumbent_only() -> None:
+    p, bad = _lemma_b2()
+    keys = order_keys(np.array(bad, np.int32))
+    search = PipelineSearch(p, 2, np.random.default_rng(0), population=10, random_share=0.0,
+                            seeds=np.repeat(keys[None, :], 10, axis=0), polish_improvements=False,
+                            memetic_every=0)
+    search.step(0.0)
+    cost, sol = PipelineEvaluator(p, 2)({"blocks": [0, 1, 0, 1]})
+    assert cost == 10.0
+    assert not search.accept_incumbent(25.0, sol)  # worse than the island's 20: ignored
+    assert search.ga.best_cost == 20.0
+    assert search.accept_incumbent(cost, sol)
+    value, split = search.best()
+    assert value == 10.0 and evaluate(p, split.blocks, split.order, k=2).objective == 10.0
