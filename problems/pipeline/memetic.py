@@ -85,12 +85,20 @@ def accept_incumbent(search: PipelineSearch, cost: float, solution: dict[str, An
     """Put the run's incumbent (e.g. the exact MIP's) into the island as a chromosome.
 
     ``solution`` is the coordinator's canonical one (``order`` with the stages contiguous).
-    Taken only when it beats the island's best; the chromosome's Kahn order is
-    ``solution["order"]``, so it decodes to ``cost`` or lower. Returns True if injected.
+    Taken only when it beats the island's best, and once; the chromosome's Kahn order is
+    ``solution["order"]``, so it decodes to ``cost`` or lower (up to rounding). Returns True
+    if injected.
     """
     if not cost < min(search.ga.best_cost, search.rand.best_cost) or solution.get("order") is None:
         return False
     keys = order_keys(np.asarray(solution["order"], dtype=np.int32))
+    # the same partition may decode a rounding error above ``cost`` (another summation order):
+    # take each incumbent once, not at every step
+    # (marked apart from the memetic step's own digests, so that the step still improves it)
+    seen, digest = search._memetic_seen, b"incumbent:" + keys.tobytes()
+    if digest in seen:
+        return False
+    seen.add(digest)
     value = float(search.decoder.values(keys[None, :])[0])
     search.ga.inject(keys[None, :], np.array([value]))
     return True

@@ -9,6 +9,7 @@ from problems.pipeline.decoder import SliceDecoder
 from problems.pipeline.evaluate import evaluate
 from problems.pipeline.generators import regal_like
 from problems.pipeline.memetic import TaggedSplit, improve_by_moves, memetic_step, order_keys
+from problems.pipeline.model import PipelineProblem
 from problems.pipeline.run import PipelineEvaluator, split_to_solution
 from problems.pipeline.search import PipelineSearch
 from tests.problems.pipeline.test_moves import _lemma_b2
@@ -21,13 +22,19 @@ def test_order_keys_reproduce_the_order() -> None:
     assert dec.order(order_keys(order)).tolist() == order.tolist()
 
 
-def test_memetic_step_lifts_a_stuck_population() -> None:
-    p, bad = _lemma_b2()
-    keys = order_keys(np.array(bad, np.int32))
-    search = PipelineSearch(p, 2, np.random.default_rng(0), population=10, random_share=0.0,
+def _stuck_island(p: PipelineProblem, order: list[int], k: int = 2) -> PipelineSearch:
+    """An island whose whole first generation is the Kahn order ``order``, evaluated."""
+    keys = order_keys(np.array(order, np.int32))
+    search = PipelineSearch(p, k, np.random.default_rng(0), population=10, random_share=0.0,
                             seeds=np.repeat(keys[None, :], 10, axis=0), polish_improvements=False,
                             memetic_every=0)
-    search.step(0.0)  # the first generation: all ten are the bad order, value 20
+    search.step(0.0)
+    return search
+
+
+def test_memetic_step_lifts_a_stuck_population() -> None:
+    p, bad = _lemma_b2()
+    search = _stuck_island(p, bad)  # all ten are the bad order, value 20
     assert search.ga.best_cost == 20.0
     assert memetic_step(search, np.random.default_rng(1)) >= 1
     assert search.ga.best_cost == 10.0
@@ -64,15 +71,24 @@ def test_island_reports_tagged_exact_improvements() -> None:
 
 def test_island_takes_a_better_incumbent_only() -> None:
     p, bad = _lemma_b2()
-    keys = order_keys(np.array(bad, np.int32))
-    search = PipelineSearch(p, 2, np.random.default_rng(0), population=10, random_share=0.0,
-                            seeds=np.repeat(keys[None, :], 10, axis=0), polish_improvements=False,
-                            memetic_every=0)
-    search.step(0.0)
+    search = _stuck_island(p, bad)
     cost, sol = PipelineEvaluator(p, 2)({"blocks": [0, 1, 0, 1]})
     assert cost == 10.0
     assert not search.accept_incumbent(25.0, sol)  # worse than the island's 20: ignored
     assert search.ga.best_cost == 20.0
     assert search.accept_incumbent(cost, sol)
+    assert not search.accept_incumbent(cost - 1.0, sol)  # the same partition again: taken once
     value, split = search.best()
     assert value == 10.0 and evaluate(p, split.blocks, split.order, k=2).objective == 10.0
+
+
+def test_memetic_step_improves_an_injected_incumbent() -> None:
+    p, bad = _lemma_b2()
+    search = _stuck_island(p, bad)
+    assert search.ga.best_cost == 20.0
+    # the order (1, 0, 2, 3) slices best as {1}, {0, 2, 3} = 11; a move of node 3 gives 10
+    assert search.accept_incumbent(11.0, {"blocks": [1, 0, 1, 1], "order": [1, 0, 2, 3]})
+    assert search.ga.best_cost == 11.0
+    search._memetic_seen.add(order_keys(np.array(bad, np.int32)).tobytes())  # the seeded elites: done
+    assert memetic_step(search, np.random.default_rng(1), seen=search._memetic_seen) == 1
+    assert search.ga.best_cost == 10.0
