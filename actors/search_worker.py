@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from engine.local_runner import source_name
 from problems import registry
 
 #: how often a held search worker asks whether it may go on (seconds)
@@ -39,13 +40,17 @@ class SearchWorker:
             total += n
             epoch += 1
             if found:  # only the last (best) improvement of an epoch matters
-                coord.report_solution.remote(self.adapter.to_solution(found[-1]), self.name)
+                coord.report_solution.remote(self.adapter.to_solution(found[-1]), source_name(self.name, found[-1]))
             coord.report_evals.remote(self.name, n)
             if migrate_every and epoch % migrate_every == 0 and hasattr(self.search, "migrants"):
                 keys, costs = self.search.migrants(migrate_n)
                 mk, mc = ray.get(coord.exchange_migrants.remote(self.name, keys, costs, migrate_n))
                 if len(mc):
                     self.search.accept_migrants(mk, mc)
+            if migrate_every and epoch % migrate_every == 0 and hasattr(self.search, "accept_incumbent"):
+                cost, sol = ray.get(coord.incumbent.remote())  # e.g. the exact MIP's: the island builds on it
+                if sol is not None:
+                    self.search.accept_incumbent(cost, sol)
             st = ray.get(coord.poll.remote())
             while st["stop"] is None and st["hold"]:  # another job has the CPUs for now
                 time.sleep(HOLD_POLL_S)

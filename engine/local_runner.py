@@ -5,7 +5,10 @@ threads give real parallelism on a laptop without Ray. The Ray runner wraps the
 same worker objects in actors.
 
 A *search worker* has ``step(budget_s, on_improvement, should_stop) -> evals`` and
-reports solutions through ``on_improvement(value, solution)``. A *bound job* is a
+reports solutions through ``on_improvement(value, solution)``; a solution with a non-empty
+``via`` attribute (the piece of the search that found it) is logged as ``WORKER/VIA``
+(:func:`source_name`). A worker with ``accept_incumbent(cost, solution)`` is handed the run's
+incumbent between steps. A *bound job* is a
 callable ``job(ctx) -> None`` that reports through ``ctx.bound(...)`` and
 ``ctx.solution(...)`` and should return early when ``ctx.should_stop()``.
 """
@@ -23,6 +26,12 @@ from typing import Any, Callable, Iterator, Protocol
 
 from engine.coordinator import Coordinator
 from engine.records import Bound
+
+
+def source_name(worker: str, found: Any) -> str:
+    """The event-log source of a search worker's solution: ``worker``, or ``worker/via``."""
+    via = getattr(found, "via", "")
+    return f"{worker}/{via}" if via else worker
 
 
 class SearchWorker(Protocol):
@@ -120,12 +129,16 @@ def run_threads(coordinator: Coordinator, searches: list[SearchWorker], bound_jo
     def search_loop(worker: SearchWorker, name: str) -> None:
         def improved(value: float, sol: Any) -> None:
             with lock:
-                coordinator.offer_solution(to_solution(sol), name)
+                coordinator.offer_solution(to_solution(sol), source_name(name, sol))
         try:
             while not stop.is_set() and time.monotonic() < deadline:
                 n = worker.step(min(step_s, max(0.0, deadline - time.monotonic())), improved, stop.is_set)
                 with lock:
                     stats.evals += n
+                    inc = coordinator.incumbent
+                # the run's incumbent (e.g. the exact MIP's) into the island, which builds on it
+                if inc is not None and hasattr(worker, "accept_incumbent"):
+                    worker.accept_incumbent(inc.cost, inc.solution)
         except Exception:
             stats.errors.append(f"{name}: {traceback.format_exc(limit=3)}")
 

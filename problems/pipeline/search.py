@@ -51,12 +51,19 @@ class PipelineSearch:
         seeds: optional key vectors placed in the first generation (e.g. :func:`mla_seeds`).
         polish_improvements: run the local search :meth:`polish` on every new island best
             (memetic step) and inject the polished order back into the population.
+        memetic_every: every this many BRKGA generations, improve the elites by
+            adjacent-stage moves (:func:`problems.pipeline.memetic.memetic_step`); 0: never.
     """
 
     def __init__(self, problem: PipelineProblem, k: int, rng: np.random.Generator, *,
                  population: int = 100, random_share: float = 0.1,
-                 seeds: NDArray[np.float64] | None = None, polish_improvements: bool = True) -> None:
+                 seeds: NDArray[np.float64] | None = None, polish_improvements: bool = True,
+                 memetic_every: int = 5) -> None:
         self.decoder = SliceDecoder(problem, k)
+        self.memetic_every = memetic_every
+        self._memetic_rng = rng.spawn(1)[0]  # leaves the island stream as it was
+        self._memetic_seen: set[bytes] = set()
+        self._next_memetic = memetic_every
         self.polish_improvements = polish_improvements
         self.ga = BRKGA(problem.n, rng, population=population, seeds=seeds)
         self.rand = RandomKeys(problem.n, rng, batch_size=max(1, population // 10))
@@ -120,15 +127,26 @@ class PipelineSearch:
             if use_random:
                 self._rand_evals += k
             best_now = min(self.ga.best_cost, self.rand.best_cost)
+            via = ""  # the piece that lowered the island's best last, for the event log
             if best_now < best_before and self.polish_improvements:
                 self._polish_best()
+                via = "polish" if min(self.ga.best_cost, self.rand.best_cost) < best_now else via
+                best_now = min(self.ga.best_cost, self.rand.best_cost)
+            if self.memetic_every and self.ga.generation >= self._next_memetic:
+                from problems.pipeline.memetic import memetic_step
+
+                self._next_memetic = self.ga.generation + self.memetic_every
+                memetic_step(self, self._memetic_rng, seen=self._memetic_seen)
+                via = "moves" if min(self.ga.best_cost, self.rand.best_cost) < best_now else via
                 best_now = min(self.ga.best_cost, self.rand.best_cost)
             if best_now < best_before:
                 best_before = best_now
                 if on_improvement is not None:
                     value, split = self.best()
                     if split is not None:
-                        on_improvement(value, split)
+                        from problems.pipeline.memetic import TaggedSplit
+
+                        on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, via))
             if time.monotonic() >= t_end:  # checked after the batch: a step makes at least one
                 break
         return n
@@ -139,6 +157,12 @@ class PipelineSearch:
 
     def accept_migrants(self, keys: NDArray[np.float64], costs: NDArray[np.float64]) -> None:
         self.ga.inject(keys, costs)
+
+    def accept_incumbent(self, cost: float, solution: dict[str, Any]) -> bool:
+        """The run's incumbent into the population (:func:`problems.pipeline.memetic.accept_incumbent`)."""
+        from problems.pipeline.memetic import accept_incumbent
+
+        return accept_incumbent(self, cost, solution)
 
     def state_dict(self) -> dict[str, Any]:
         return {"ga": self.ga.state_dict(), "rand": self.rand.state_dict(), "evals": self.evals,

@@ -1,0 +1,233 @@
+"""gapstop against plain CP-SAT on the exact MIP, side by side (a script, not a test).
+
+    python benchmarks/pipeline_vs_cpsat.py [--graphs a,b|regal:SEED,...] [--ks 4,16] [--seconds 60]
+        [--regal-seeds 26000-26009] [--repo DIR] [--jsonl results.jsonl] [--in-process]
+
+For every graph and k, one after the other, alternating which side goes first:
+
+* gapstop: ``python launch.py pipeline solve GRAPH -k K --time-limit S --target-gap 0 --out r.json``
+  (Ray local, default worker plan), run from ``--repo`` (default: this tree); with
+  ``--in-process``, ``solve_local`` in a child process instead (threads, no Ray: what
+  ``pipeline solve --in-process`` runs), its event sources read from the coordinator;
+* plain CP-SAT: the exact MIP (:func:`problems.pipeline.bounds.exact_bound`, no hint, no
+  floor) for S seconds with 2 workers, in its own process; its last partition is re-scored
+  by the exact evaluator and its proven bound is the certificate.
+
+Graphs: every file in ``../shared/data/pipeline/`` and fresh REGAL-style graphs from
+:func:`problems.pipeline.generators.regal_like` (``regal:SEED``; default seeds 26000-26009).
+Prints one row per run and the table of geometric means per group and k: certified
+ratio (objective / lower bound) of each side, gapstop's objective / CP-SAT's, gapstop's
+bound / CP-SAT's, the worst objective ratio, and where gapstop's incumbents came from
+(accepted improvements per source, from the run's ``events.parquet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "pipeline"
+REAL = ("bert_base", "gpt2", "lstm_lm_unrolled", "mobilenet_v2", "resnet50", "vit_base16")
+
+
+def _graph_files(spec: str, seeds: str, tmp: Path) -> list[tuple[str, str, Path]]:
+    """(name, group, path) for each graph to run; generated graphs are written to ``tmp``."""
+    from problems.pipeline.generators import regal_like
+    from problems.pipeline.io import save_graph
+
+    names = [s for s in spec.split(",") if s] if spec else (
+        sorted(p.name.split(".")[0] for p in DATA.glob("*.json*")) + [f"regal:{s}" for s in _seed_range(seeds)])
+    out = []
+    for name in names:
+        if name.startswith("regal:"):
+            seed = int(name.split(":")[1])
+            path = tmp / f"regal_gen_{seed}.json"
+            save_graph(regal_like(seed), path)
+            out.append((f"regal_gen_{seed}", "generated REGAL-style", path))
+        else:
+            path = next(iter(DATA.glob(f"{name}.json*")), None) if not Path(name).exists() else Path(name)
+            if path is None:
+                sys.exit(f"error: no graph {name!r} in {DATA}")
+            stem = path.name.split(".")[0]
+            group = "shared REGAL-style" if stem.startswith("regal") else "real models"
+            out.append((stem, group, path))
+    return out
+
+
+def _seed_range(s: str) -> list[int]:
+    if "-" in s:
+        a, b = s.split("-")
+        return list(range(int(a), int(b) + 1))
+    return [int(x) for x in s.split(",") if x]
+
+
+def _sources(run_dir: Path) -> dict[str, int]:
+    """Accepted improvements per source (``search-1/moves`` -> ``moves``, ``search-0`` -> ``brkga``)."""
+    try:
+        from engine.rundir import read_events
+        events = read_events(run_dir)
+    except Exception:  # noqa: BLE001 - a missing log only loses the breakdown
+        return {}
+    return _tally([str(e.get("worker") or "") for e in events if e.get("kind") == "upper"])
+
+
+def run_gapstop(repo: Path, graph: Path, k: int, seconds: float, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"gapstop_{graph.stem}_{k}.json"
+    run_dir = tmp / f"run_{graph.stem}_{k}_{time.monotonic_ns()}"
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, str(repo / "launch.py"), "pipeline", "solve", str(graph), "-k", str(k),
+                    "--time-limit", str(seconds), "--target-gap", "0", "--out", str(out), "--run-dir", str(run_dir),
+                    "--quiet"], cwd=repo, env=env, stdout=subprocess.DEVNULL, check=False)
+    wall = time.monotonic() - t0
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    return {"objective": doc.get("objective"), "lower_bound": doc.get("lower_bound"),
+            "found_by": doc.get("found_by"), "method": doc.get("lower_bound_method"),
+            "sources": _sources(run_dir), "wall_s": round(wall, 1)}
+
+
+def _tally(sources: list[str]) -> dict[str, int]:
+    c: Counter[str] = Counter()
+    for src in sources:
+        if src.startswith("search-"):
+            src = src.split("/", 1)[1] if "/" in src else "brkga"
+        c[src] += 1
+    return dict(c)
+
+
+def run_child(mode: str, graph: Path, k: int, seconds: float, repo: Path = ROOT) -> dict[str, Any]:
+    """Run ``mode`` (``--cpsat-one`` or ``--inproc-one``) in a child process; its last stdout line is JSON."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, __file__, mode, str(graph), str(k), str(seconds)],
+                         env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - t0
+    try:
+        doc = json.loads(res.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        doc = {"objective": None, "lower_bound": None, "error": res.stderr[-300:]}
+    doc["wall_s"] = round(wall, 1)
+    return doc
+
+
+def run_cpsat(graph: Path, k: int, seconds: float) -> dict[str, Any]:
+    """Plain CP-SAT in a child process (same isolation as the gapstop run)."""
+    return run_child("--cpsat-one", graph, k, seconds)
+
+
+def _inproc_one(graph: str, k: int, seconds: float) -> None:
+    """gapstop in-process (threads, no Ray: ``pipeline solve --in-process``), with its event sources."""
+    from problems.pipeline.io import load_graph
+    from problems.pipeline.run import solve_local
+
+    holder: dict[str, Any] = {}
+    doc = solve_local(load_graph(graph), k, time_limit_s=seconds, target_gap=0.0, _expose=holder)
+    srcs = [e.method for e in holder["coord"].events if e.kind == "upper"]
+    print(json.dumps({"objective": doc["objective"], "lower_bound": doc["lower_bound"],
+                      "found_by": doc["found_by"], "sources": _tally(srcs)}))
+
+
+def _cpsat_one(graph: str, k: int, seconds: float) -> None:
+    from problems.pipeline import bounds
+    from problems.pipeline.evaluate import evaluate
+    from problems.pipeline.io import load_graph
+
+    p = load_graph(graph)
+    b = bounds.exact_bound(p, k, seconds, num_workers=2, random_seed=0)
+    blocks = (b.detail or {}).get("blocks")
+    obj = None if blocks is None else evaluate(p, blocks, k=k).objective
+    lb = b.value if math.isfinite(b.value) else None
+    print(json.dumps({"objective": obj, "lower_bound": lb, "status": b.status}))
+
+
+def _gmean(xs: list[float]) -> float:
+    xs = [x for x in xs if x is not None and math.isfinite(x) and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| graphs | k | n | gapstop certified | plain CP-SAT certified | objective ratio (worst) "
+             "| bound ratio | gapstop's incumbents by source |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    keys = sorted({(r["group"], r["k"]) for r in rows}, key=lambda t: (t[0], t[1]))
+    for group, k in keys:
+        rs = [r for r in rows if r["group"] == group and r["k"] == k]
+        g = [_ratio(r["gapstop"]["objective"], r["gapstop"]["lower_bound"]) for r in rs]
+        c = [_ratio(r["cpsat"]["objective"], r["cpsat"]["lower_bound"]) for r in rs]
+        o = [_ratio(r["gapstop"]["objective"], r["cpsat"]["objective"]) for r in rs]
+        b = [_ratio(r["gapstop"]["lower_bound"], r["cpsat"]["lower_bound"]) for r in rs]
+        src: Counter[str] = Counter()
+        for r in rs:
+            src.update(r["gapstop"].get("sources", {}))
+        worst = max((x for x in o if x is not None), default=math.nan)
+        lines.append(f"| {group} | {k} | {len(rs)} | {_gmean(g):.4f} | {_gmean(c):.4f} | "
+                     f"{_gmean(o):.4f} ({worst:.4f}) | {_gmean(b):.4f} | "
+                     + ", ".join(f"{s} {v}" for s, v in src.most_common()) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] in ("--cpsat-one", "--inproc-one"):
+        one = _cpsat_one if sys.argv[1] == "--cpsat-one" else _inproc_one
+        one(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", default="", help="comma list: names in the shared data, paths, or regal:SEED")
+    ap.add_argument("--regal-seeds", default="26000-26009", help="generated graphs when --graphs is not given")
+    ap.add_argument("--ks", default="4,16")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--repo", default=str(ROOT), help="the gapstop tree to run launch.py from")
+    ap.add_argument("--jsonl", default="", help="append one JSON line per (graph, k) here")
+    ap.add_argument("--in-process", action="store_true",
+                    help="run gapstop in-process (threads, no Ray) instead of launch.py's default Ray run")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    ks = [int(k) for k in args.ks.split(",")]
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        graphs = _graph_files(args.graphs, args.regal_seeds, tmp)
+        rows = []
+        i = 0
+        for name, group, path in graphs:
+            for k in ks:
+                # alternate which side runs first, so drift in the machine's load hits both alike
+                def gap() -> dict[str, Any]:
+                    if args.in_process:
+                        return run_child("--inproc-one", path, k, args.seconds, Path(args.repo))
+                    return run_gapstop(Path(args.repo), path, k, args.seconds, tmp)
+
+                if i % 2 == 0:
+                    g = gap()
+                    c = run_cpsat(path, k, args.seconds)
+                else:
+                    c = run_cpsat(path, k, args.seconds)
+                    g = gap()
+                i += 1
+                row = {"graph": name, "group": group, "k": k, "seconds": args.seconds, "gapstop": g, "cpsat": c}
+                rows.append(row)
+                print(f"{name:22s} k={k:<3d} gapstop {g['objective']} / {g['lower_bound']} "
+                      f"(by {g['found_by']}, {g['sources']})  cpsat {c['objective']} / {c['lower_bound']} "
+                      f"obj ratio {_ratio(g['objective'], c['objective'])}", flush=True)
+                if args.jsonl:
+                    with open(args.jsonl, "a") as f:
+                        f.write(json.dumps(row) + "\n")
+        print()
+        print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
