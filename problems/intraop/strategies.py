@@ -537,9 +537,9 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
                     raise InputError(f"{path}: graph.nodes.ops[{src.index}]: view ops whose tensors feed each other "
                                      "form a cycle")
                 chain.append(src)
-                name = src.inputs[0].name
-                src = producer.get(name)
-                first = first and src is not None and src.outputs[0].name == name
+                through = src.inputs[0].name
+                src = producer.get(through)
+                first = first and src is not None and src.outputs[0].name == through
             if src is None or src.index in views or src.index == op.index:
                 continue
             u = step[src.index]

@@ -204,6 +204,7 @@ def test_edge_costs_through_a_transpose_view():
         tr["kind"] = kind
         doc = generate(graph([mm1, tr, mm2], [[0, 1], [1, 2]]), "g.json", 4, CHIP)
         assert doc["meta"]["ops"] == ["mm1", "mm2"] and doc["meta"]["view_ops"] == 1
+        assert doc["problem"]["name"] == "g"  # the graph's name, not a tensor's met through the view
     _, edge = _tables(doc)
     # y split by rows (m of mm1) is yt split by columns: mm2's k
     assert edge["split m by 4", "split k by 4"] == 0
