@@ -352,7 +352,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
             if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
                 raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
                                  "directory (use --out for the result)")
-        _solve_contiguous(graph, k, time_limit, seed, out, not no_bounds)
+        _solve_contiguous(graph, problem, k, time_limit, seed, out, not no_bounds)
         return
     rd = resume or run_dir or str(default_run_dir())
     running = Path(out) if out and in_process else (
@@ -390,11 +390,10 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         sys.exit(1)
 
 
-def _solve_contiguous(graph: str, k: int, time_limit: float, seed: int, out: str | None, bounds: bool) -> None:
-    from problems.pipeline.io import load_graph
+def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed: int, out: str | None,
+                      bounds: bool) -> None:
     from problems.pipeline.plan import solve_contiguous
 
-    problem = load_graph(graph)
     try:
         doc = solve_contiguous(problem, k, time_limit_s=time_limit, bounds=bounds, seed=seed,
                                num_workers=max(2, os.cpu_count() or 1))
