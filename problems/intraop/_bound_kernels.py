@@ -304,11 +304,15 @@ def dual_terms(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, ta
 
 
 @njit(**_JIT)
-def arc_consistency(nodes, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x):  # pragma: no cover
-    """Exclude labels with no admissible partner at some neighbour, to a fixpoint.
+def arc_consistency(nodes, alive, ptr, k, adj_ptr, adj_nbr, adj_tab, vals, tab_off, tab_x, base,
+                    tol):  # pragma: no cover - jitted
+    """Clear the ``alive`` labels of ``nodes`` left without an admissible partner, to a fixpoint.
 
-    Sound: an excluded label takes part in no assignment free of excluded
-    choices. Returns the number of labels newly excluded.
+    Label ``a`` of ``v`` stays alive while every table ``t`` at ``v`` (``adj_*``) has an
+    alive partner label ``b`` whose entry ``h`` (read from ``vals`` in ``pair_cost``'s
+    layout) is admissible: ``h < EXCL`` and ``h - base[t] <= tol``. Sound for any such
+    predicate: a cleared label takes part in no assignment of alive labels whose every
+    entry is admissible. ``alive`` is flat like ``theta``. Returns the number cleared.
     """
     removed = 0
     changed = True
@@ -316,18 +320,20 @@ def arc_consistency(nodes, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_o
         changed = False
         for v in nodes:
             for a in range(k[v]):
-                if theta[ptr[v] + a] >= EXCL:
+                if not alive[ptr[v] + a]:
                     continue
                 for e in range(adj_ptr[v], adj_ptr[v + 1]):
                     j = adj_nbr[e]
+                    t = adj_tab[e]
                     ok = False
                     for b in range(k[j]):
-                        if theta[ptr[j] + b] < EXCL and \
-                                pair_cost(tabs, tab_off, tab_x, k, adj_tab[e], v, a, j, b) < EXCL:
-                            ok = True
-                            break
+                        if alive[ptr[j] + b]:
+                            h = pair_cost(vals, tab_off, tab_x, k, t, v, a, j, b)
+                            if h < EXCL and h - base[t] <= tol:
+                                ok = True
+                                break
                     if not ok:
-                        theta[ptr[v] + a] = EXCL
+                        alive[ptr[v] + a] = False
                         removed += 1
                         changed = True
                         break

@@ -220,8 +220,10 @@ class CoreDual:
         if cached is not None and np.array_equal(pre_theta, cached[0]) and np.array_equal(pre_work, cached[1]):
             self.theta[cached[2]] = EXCL
             return
-        BK.arc_consistency(self.core, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
-                           self.work, plan.tab_off, plan.tab_x)
+        alive = ~pre_theta
+        BK.arc_consistency(self.core, alive, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, self.work,
+                           plan.tab_off, plan.tab_x, np.zeros(len(plan.tab_x), np.int64), np.inf)
+        self.theta[~alive] = EXCL
         self._arc_cache = (pre_theta, pre_work, np.nonzero((self.theta >= EXCL) & ~pre_theta)[0])
 
     def certificate(self) -> int | None:

@@ -91,32 +91,6 @@ def _residual_tables(core, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_o
 
 
 @njit(**_JIT)
-def _arc_consistency(e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive):  # pragma: no cover
-    """Labels with a tight partner at every incident table, to a fixpoint (``alive`` flat like ``theta``)."""
-    changed = True
-    while changed:
-        changed = False
-        for n in range(len(e_v)):
-            v, j, o = e_v[n], e_j[n], b_off[n]
-            for side in range(2):
-                x, y = (v, j) if side == 0 else (j, v)
-                for a in range(k[x]):
-                    if not alive[ptr[x] + a]:
-                        continue
-                    ok = False
-                    for b in range(k[y]):
-                        if not alive[ptr[y] + b]:
-                            continue
-                        h = bar[o + a * k[j] + b] if side == 0 else bar[o + b * k[j] + a]
-                        if h < EXCL and h - bar_min[n] <= tol:
-                            ok = True
-                            break
-                    if not ok:
-                        alive[ptr[x] + a] = False
-                        changed = True
-
-
-@njit(**_JIT)
 def _search(s_lo, s_hi, g_ptr, g_nbr, g_off, rel_tab, dom, max_len, dmax, out, n_out):  # pragma: no cover
     """Frustrated cycles whose smallest node is in ``[s_lo, s_hi)`` of the compact search graph.
 
@@ -192,14 +166,6 @@ def _search(s_lo, s_hi, g_ptr, g_nbr, g_off, rel_tab, dom, max_len, dmax, out, n
 
 
 @njit(**_JIT)
-def _cycle_table(b_off, k, e_v, n, x, y, a, b):  # pragma: no cover - jitted
-    """Position of entry (x=a, y=b) of core table ``n`` in ``bar``."""
-    if e_v[n] == x:
-        return b_off[n] + a * k[y] + b
-    return b_off[n] + b * k[x] + a
-
-
-@njit(**_JIT)
 def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, frozen, left, delta, d_off, sweeps,
                  fwd, bwd, marg):  # pragma: no cover - jitted
     """Block updates of every cycle's shares (float); ``left`` = residual minus all shares."""
@@ -228,20 +194,20 @@ def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, frozen, left, delta, d_of
                         for a in range(k[x]):
                             if fwd[i, a] == np.inf:
                                 continue
-                            h = fwd[i, a] + left[_cycle_table(b_off, k, e_v, n, x, y, a, b)]
+                            h = fwd[i, a] + left[BK.pair_index(b_off, e_v, k, n, x, a, y, b)]
                             if h < m:
                                 m = h
                         fwd[i + 1, b] = m
                 # backward: bwd[i, x_i] = min cost of edges i..L-1 closing at a0
                 xl, nl = cyc[c, L - 1], cedge[c, L - 1]
                 for a in range(k[xl]):
-                    bwd[L - 1, a] = left[_cycle_table(b_off, k, e_v, nl, xl, x0, a, a0)]
+                    bwd[L - 1, a] = left[BK.pair_index(b_off, e_v, k, nl, xl, a, x0, a0)]
                 for i in range(L - 2, 0, -1):
                     x, y, n = cyc[c, i], cyc[c, i + 1], cedge[c, i]
                     for a in range(k[x]):
                         m = np.inf
                         for b in range(k[y]):
-                            h = left[_cycle_table(b_off, k, e_v, n, x, y, a, b)] + bwd[i + 1, b]
+                            h = left[BK.pair_index(b_off, e_v, k, n, x, a, y, b)] + bwd[i + 1, b]
                             if h < m:
                                 m = h
                         bwd[i, a] = m
@@ -253,7 +219,7 @@ def _mplp_sweeps(cyc, clen, cedge, k, e_v, e_j, b_off, frozen, left, delta, d_of
                         for b in range(k[y]):
                             if i == L - 1 and b != a0:
                                 continue
-                            p = _cycle_table(b_off, k, e_v, n, x, y, a, b)
+                            p = BK.pair_index(b_off, e_v, k, n, x, a, y, b)
                             h = fwd[i, a] + left[p] + (bwd[i + 1, b] if i < L - 1 else 0.0)
                             q = p - b_off[n] + d_off[c, i]
                             if h < marg[q]:
@@ -289,7 +255,7 @@ def _cycle_min_int(cyc, clen, cedge, k, e_v, b_off, bar, dint, d_off, c, fwd):  
                 for a in range(k[x]):
                     if fwd[i, a] >= EXCL:
                         continue
-                    p = _cycle_table(b_off, k, e_v, n, x, y, a, b)
+                    p = BK.pair_index(b_off, e_v, k, n, x, a, y, b)
                     if bar[p] >= EXCL:
                         continue
                     h = fwd[i, a] + dint[p - b_off[n] + d_off[c, i]]
@@ -364,10 +330,11 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     delta = np.zeros(0, np.float64)
     best_value, sweeps = cert, 0
     # rounds: search the tables left after the shares so far, add the new cycles, update all
+    c_nodes, c_ptr, c_nbr, c_tab = _table_adjacency(e_v, e_j, len(k))
     cur, cur_min = bar, bar_min
     while time.perf_counter() < deadline and sweeps < max_sweeps:
         alive = th < EXCL
-        _arc_consistency(e_v, e_j, b_off, k, ptr, cur, cur_min, float(tol), alive)
+        BK.arc_consistency(c_nodes, alive, ptr, k, c_ptr, c_nbr, c_tab, cur, b_off, e_v, cur_min, float(tol))
         dom_size = np.add.reduceat(alive.astype(np.int64), ptr[:-1])
         t_search = time.perf_counter() + max(0.0, deadline - time.perf_counter()) * search_share
         found = _find_cycles(core, e_v, e_j, b_off, k, ptr, cur, cur_min, tol, alive, dom_size, max_len,
@@ -409,6 +376,19 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
             batch = max(1, min(2 * batch, 16, fit))
         cur, cur_min = _leftover(clen, cedge, b_off, bar, _rounded(delta), d_off)
     return TightenResult(best_value, best_value - cert, len(cycles), sweeps)
+
+
+def _table_adjacency(e_v: NDArray[np.int64], e_j: NDArray[np.int64], n: int
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The core tables ``(e_v[t], e_j[t])`` as adjacency lists over ``n`` nodes: (nodes on a
+    table, ``ptr`` (n + 1), neighbour, table index), both ends of every table listed."""
+    ends = np.concatenate([e_v, e_j]).astype(np.int64)
+    order = np.argsort(ends, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
+    nbr = np.concatenate([e_j, e_v]).astype(np.int64)[order]
+    tab = np.concatenate([np.arange(len(e_v)), np.arange(len(e_v))]).astype(np.int64)[order]
+    return np.unique(ends), ptr, nbr, tab
 
 
 def _cycle_key(nodes: list[int]) -> tuple[int, ...]:
