@@ -20,13 +20,16 @@ Usage::
 
     python benchmarks/rl_policy.py [--corpus 24] [--n 40,80] [--chips 4,8] [--samples 100,500]
         [--seeds 3] [--pretrain-samples 2000] [--layers 4 --width 64] [--json out.json]
+        [--methods rl-scratch,...,brkga-fix] [--policy policy.pt] [--seconds S]
+
+``--seconds S`` replaces the sample checkpoints by equal time: every method gets S seconds of
+CPU time on one thread. ``--policy`` reuses a pre-trained policy (same ``--layers/--width``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -44,36 +47,51 @@ from problems.pipeline.io import save_graph  # noqa: E402
 from problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
 
 
-def trace_island(make: Callable[[], Any], checkpoints: list[int]) -> tuple[list[float], float]:
-    """Best objective at each checkpoint of evaluated samples, and the valid share."""
+def trace_island(make: Callable[[], Any], checkpoints: list[int],
+                 seconds: float | None = None) -> tuple[list[float], float, int]:
+    """Best objective at each checkpoint of evaluated samples, the valid share, and the
+    samples evaluated. With ``seconds``: one checkpoint, the best after that much CPU time."""
     isl = make()
     out = []
-    for cp in checkpoints:
-        while isl.evals < cp:
+    if seconds is not None:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
             isl._iterate()
         out.append(isl.best_cost)
+    else:
+        for cp in checkpoints:
+            while isl.evals < cp:
+                isl._iterate()
+            out.append(isl.best_cost)
     valid = sum(v for k, v in isl.solver.counts.items() if k == "valid")
-    return out, valid / max(1, sum(isl.solver.counts.values()))
+    return out, valid / max(1, sum(isl.solver.counts.values())), int(isl.evals)
 
 
 def trace_policy(policy: Any, problem: Any, cons: Constraints, checkpoints: list[int], seed: int,
-                 learn: bool) -> tuple[list[float], float, list[float]]:
-    """Best objective at each checkpoint, valid share, and the best after every batch."""
+                 learn: bool, seconds: float | None = None) -> tuple[list[float], float, list[float], int]:
+    """Best objective at each checkpoint, valid share, the best after every batch, and the
+    samples evaluated. With ``seconds``: one checkpoint, the best after that much CPU time
+    (collection and updates both count)."""
     from problems.pipeline.rl.ppo import PPOConfig, PPOTrainer
 
     trainer = PPOTrainer(policy, PPOConfig(), seed=seed)
     task = trainer.task(problem, cons)
     out, per_batch, valid, total = [], [], 0, 0
-    for cp in checkpoints:
-        while task.samples < cp:
+    end = None if seconds is None else time.process_time() + seconds
+
+    def more(cp: int) -> bool:
+        return time.process_time() < end if end is not None else task.samples < cp
+
+    for cp in checkpoints[:1] if end is not None else checkpoints:
+        while more(cp):
             batch = trainer.collect(task)
             valid += sum(r.outcome.valid for r in batch.rollouts)
             total += len(batch.rollouts)
             per_batch.append(task.best_cost)
-            if learn:
+            if learn and more(cp):
                 trainer.update(task, batch)
         out.append(task.best_cost)
-    return out, valid / max(1, total), per_batch
+    return out, valid / max(1, total), per_batch, int(task.samples)
 
 
 def samples_to_reach(per_batch: list[float], target: float, batch: int = 20) -> int | None:
@@ -96,6 +114,12 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--workdir", default="/tmp/gapstop-rl-bench")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--methods", default="rl-scratch,rl-zero-shot,rl-finetune,random,sa,brkga-fix")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="equal time: every method runs for this many seconds of CPU time (one column) instead of "
+                         "--samples; all methods run on one thread, so on an idle core this is wall time, and "
+                         "other jobs on the machine do not tilt the comparison")
+    ap.add_argument("--policy", default=None, help="a pre-trained policy to use instead of pre-training one")
     args = ap.parse_args()
 
     import torch
@@ -115,11 +139,22 @@ def main() -> None:
     split = split_corpus(str(work / "graphs"), 0)
     config = PolicyConfig(layers=args.layers, width=args.width)
     t0 = time.monotonic()
-    summary = pretrain(split, str(work / "policy.pt"), chips=chips, samples=args.pretrain_samples,
-                       checkpoint_every=10, config=config, seed=0,
-                       log=lambda line: print(line, file=sys.stderr, flush=True))
-    print(f"pretrain: {args.pretrain_samples} samples in {time.monotonic() - t0:.0f} s, chose iteration "
-          f"{summary['chosen']['iteration']} (validation reward {summary['chosen']['val_reward']:.4f})", flush=True)
+    if args.policy:
+        import shutil
+
+        shutil.copy(args.policy, work / "policy.pt")
+        summary: dict[str, Any] = {"policy": args.policy}
+    else:
+        summary = pretrain(split, str(work / "policy.pt"), chips=chips, samples=args.pretrain_samples,
+                           checkpoint_every=10, config=config, seed=0,
+                           log=lambda line: print(line, file=sys.stderr, flush=True))
+        print(f"pretrain: {args.pretrain_samples} samples in {time.monotonic() - t0:.0f} s, chose iteration "
+              f"{summary['chosen']['iteration']} (validation reward {summary['chosen']['val_reward']:.4f})",
+              flush=True)
+    methods = args.methods.split(",")
+    if args.seconds is not None:
+        checkpoints = [0]
+    sec = args.seconds
 
     from problems.pipeline.io import load_graph
 
@@ -133,21 +168,28 @@ def main() -> None:
                 res: dict[str, Any] = {"graph": Path(path).name, "n": problem.n, "chips": c, "seed": seed, "lb": lb}
                 t = time.monotonic()
                 torch.manual_seed(seed)
-                res["rl-scratch"] = trace_policy(Policy(config), problem, cons, checkpoints, seed, True)
-                res["rl-zero-shot"] = trace_policy(load_policy(str(work / "policy.pt"))[0], problem, cons,
-                                                   checkpoints, seed, False)
-                res["rl-finetune"] = trace_policy(load_policy(str(work / "policy.pt"))[0], problem, cons,
-                                                  checkpoints, seed, True)
-                r = np.random.default_rng(seed)
-                res["random"] = trace_island(lambda: RandomSearch(problem, cons, r), checkpoints)
-                res["sa"] = trace_island(lambda: AnnealingSearch(problem, cons, r), checkpoints)
-                res["brkga-fix"] = trace_island(lambda: BrkgaFixSearch(problem, cons, r), checkpoints)
+                pol = str(work / "policy.pt")
+                runs: dict[str, Callable[[], Any]] = {
+                    "rl-scratch": lambda: trace_policy(Policy(config), problem, cons, checkpoints, seed, True, sec),
+                    "rl-zero-shot": lambda: trace_policy(load_policy(pol)[0], problem, cons, checkpoints, seed,
+                                                         False, sec),
+                    "rl-finetune": lambda: trace_policy(load_policy(pol)[0], problem, cons, checkpoints, seed,
+                                                        True, sec),
+                    "random": lambda: trace_island(lambda: RandomSearch(problem, cons, r), checkpoints, sec),
+                    "sa": lambda: trace_island(lambda: AnnealingSearch(problem, cons, r), checkpoints, sec),
+                    "brkga-fix": lambda: trace_island(lambda: BrkgaFixSearch(problem, cons, r), checkpoints, sec),
+                }
+                for m in methods:
+                    r = np.random.default_rng(seed)
+                    res[m] = runs[m]()
                 res["wall_s"] = round(time.monotonic() - t, 1)
                 rows.append(res)
-                print(json.dumps({k: (v[:2] if isinstance(v, tuple) else v) for k, v in res.items()}), flush=True)
-    methods = ["rl-scratch", "rl-zero-shot", "rl-finetune", "random", "sa", "brkga-fix"]
-    print("\nmedian over seeds of best objective / simple bound (valid share)")
-    print(f"{'graph':<10} {'n':>4} {'C':>3} " + " ".join(f"{m + '@' + str(cp):>18}" for m in methods for cp in checkpoints))
+                print(json.dumps({k: ((v[0], v[1], v[-1]) if isinstance(v, tuple) else v) for k, v in res.items()}),
+                      flush=True)
+    what = f"after {sec:g} s of CPU time each (samples in brackets)" if sec is not None else "(valid share)"
+    print(f"\nmedian over seeds of best objective / simple bound {what}")
+    print(f"{'graph':<10} {'n':>4} {'C':>3} " + " ".join(f"{m + '@' + (f'{sec:g}s' if sec is not None else str(cp)):>18}"
+                                                 for m in methods for cp in checkpoints))
     ratios = []
     for g in dict.fromkeys((r["graph"], r["chips"]) for r in rows):
         rs = [r for r in rows if (r["graph"], r["chips"]) == g]
@@ -156,9 +198,12 @@ def main() -> None:
             for i in range(len(checkpoints)):
                 v = statistics.median(r[m][0][i] / r["lb"] for r in rs)
                 share = statistics.median(r[m][1] for r in rs)
-                cells.append(f"{v:11.4f} ({share:.2f})")
+                done = statistics.median(r[m][-1] for r in rs)
+                cells.append(f"{v:11.4f} ({done:.0f})" if sec is not None else f"{v:11.4f} ({share:.2f})")
         print(f"{g[0]:<10} {rs[0]['n']:>4} {g[1]:>3} " + " ".join(f"{c:>18}" for c in cells))
         for r in rs:  # samples fine-tuning needs to reach scratch's final best
+            if sec is not None or "rl-scratch" not in r or "rl-finetune" not in r:
+                continue
             target = r["rl-scratch"][0][-1]
             ratios.append((g, samples_to_reach(r["rl-scratch"][2], target),
                            samples_to_reach(r["rl-finetune"][2], target)))
