@@ -20,10 +20,11 @@ instead of scheduling it, so its own value is never trusted.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,9 +36,27 @@ from problems.pipeline.model import PipelineProblem
 #: seconds of one sub-problem solve (CP-SAT, one thread); most windows of 2-3 stages on the
 #: REGAL-style graphs (50-200 nodes) are solved to optimality well within it
 SOLVE_S = 1.0
+#: nodes a sub-problem frees at first (:attr:`StageLNS.max_free`); at k = 4 a window of two
+#: stages of a 150-node REGAL-style graph (75 free nodes) is rarely proven within a second
+START_FREE = 40
+#: fewest nodes a sub-problem frees when sub-solves time out
+MIN_FREE = 8
 #: relative decrease of the window's bottleneck below which a move counts as no move
 #: (the evaluator's float sums differ in the last bits between summation orders)
 MIN_GAIN = 1e-9
+
+
+#: windows pay where the average stage holds at most this many nodes: a window of two stages
+#: is then proven within a second or so. Above it (e.g. k = 4 on a 170-node REGAL-style graph) the
+#: full MIP hinted with the incumbent did better in the same time (15 s, 2 threads: 29746 against
+#: 30038 from the same 32589 partition on regal_004); at 18 nodes per stage (regal_000, k = 4)
+#: the two were even (7296 and 7302)
+MAX_NODES_PER_STAGE = 25
+
+
+def windows_pay(problem: PipelineProblem, k: int) -> bool:
+    """Whether stage windows are small enough to be the main search (:data:`MAX_NODES_PER_STAGE`)."""
+    return problem.n <= MAX_NODES_PER_STAGE * k
 
 
 @dataclass(frozen=True)
@@ -75,9 +94,14 @@ class StageLNS:
         # a window of all k stages is the exact MIP itself, which runs as a bound job
         self.max_width = max(1, min(k - 1 if k > 2 else k, max_width))
         self.num_workers = num_workers
+        self.cp_params: dict[str, Any] | None = None
         self.sc = _mip.scale(problem)
         self.current: Evaluation | None = None
-        self._tried: set[tuple[int, int]] = set()  # windows solved from ``current`` without a gain
+        # windows (start, width, band) solved from ``current`` without a gain
+        self._tried: set[tuple[int, int, int]] = set()
+        #: most nodes a sub-problem frees (the band around the window's inner boundaries):
+        #: adapted so that sub-solves are mostly proven within their time
+        self.max_free = min(problem.n, START_FREE)
         self.solves = 0
 
     def reset(self, blocks: NDArray[np.int64] | list[int], order: NDArray[np.int32] | list[int] | None = None) -> None:
@@ -86,12 +110,27 @@ class StageLNS:
         self._tried.clear()
 
     def windows(self) -> list[tuple[int, int]]:
-        """Windows ``(start, width)`` not yet tried from :attr:`current`, best candidates first:
-        narrowest first (cheap, usually proven in milliseconds), then around the costliest
-        stages first."""
+        """Windows ``(start, width)`` not yet tried from :attr:`current` with the current band
+        (:attr:`max_free`), best candidates first: narrowest first (cheap), then around the
+        costliest stages first. When none is left the band widens, up to all nodes."""
+        assert self.current is not None
+        while True:
+            out = self._windows()
+            if out or self.max_free >= self.problem.n:
+                return out
+            self.max_free = min(self.problem.n, math.ceil(1.5 * self.max_free))
+
+    def _band(self, a: int, w: int) -> int:
+        """The tried-key band of window (a, w): -1 when it frees all its nodes."""
+        assert self.current is not None
+        inside = int(((self.current.blocks >= a) & (self.current.blocks < a + w)).sum())
+        return -1 if inside <= self.max_free else self.max_free
+
+    def _windows(self) -> list[tuple[int, int]]:
         assert self.current is not None
         costs = stage_costs(self.current, self.k)
         ranked = np.lexsort((self.rng.random(self.k), -costs))
+        used = len(self.current.block_costs)
         out: list[tuple[int, int]] = []
         for w in range(2, self.max_width + 1):
             for t in ranked:
@@ -99,8 +138,27 @@ class StageLNS:
                 self.rng.shuffle(starts)
                 # a window must hold a node (the empty stages are the last ones)
                 out += [(a, w) for a in starts
-                        if a < len(self.current.block_costs) and (a, w) not in self._tried and (a, w) not in out]
+                        if a < used and (a, w, self._band(a, w)) not in self._tried and (a, w) not in out]
         return out
+
+    def free_nodes(self, a: int, w: int) -> NDArray[np.bool_]:
+        """The nodes window (a, w) frees: all of its nodes, or the :attr:`max_free` of them
+        nearest (in the schedule) to a boundary between two of its stages."""
+        assert self.current is not None
+        labels, order = self.current.blocks, self.current.order
+        inside = (labels >= a) & (labels < a + w)
+        if int(inside.sum()) <= self.max_free:
+            return inside
+        pos = np.empty(self.problem.n, dtype=np.int64)
+        pos[order] = np.arange(self.problem.n)
+        cuts = [int(pos[labels == b].min()) for b in range(a + 1, a + w) if (labels == b).any()]
+        if not cuts:
+            return inside
+        dist = np.min(np.abs(pos[:, None] - np.array(cuts)[None, :]), axis=1).astype(np.float64)
+        dist[~inside] = np.inf
+        free = np.zeros(self.problem.n, dtype=bool)
+        free[np.argsort(dist, kind="stable")[: self.max_free]] = True
+        return free
 
     def solve_window(self, start: int, width: int, time_s: float = SOLVE_S,
                      should_stop: Callable[[], bool] | None = None) -> Move:
@@ -109,16 +167,18 @@ class StageLNS:
         cur = self.current
         labels = cur.blocks
         k, a, w = self.k, start, width
+        band = self._band(a, w)
+        free = self.free_nodes(a, w)
         pm = _mip.build_partition_model(self.problem, self.sc, k, costed=list(range(a + 1, a + w + 1)))
         proto = pm.model.proto
         for v, row in enumerate(pm.y):
             lv = int(labels[v])
-            inside = a <= lv < a + w
+            inside = bool(free[v])
             for b in range(1, k):
                 var = row[b]
                 if isinstance(var, int) or (inside and a < b < a + w):
                     continue  # constant, or free inside the window
-                val = int(b >= a + w) if inside else int(lv <= b - 1)
+                val = int(b >= a + w) if inside else int(lv <= b - 1)  # fixed where it is
                 dom = proto.variables[var.index].domain  # a Boolean's [0, 1]
                 dom[0] = dom[1] = val
         costs = stage_costs(cur, k)
@@ -126,8 +186,9 @@ class StageLNS:
         cap = pm.scaled.floor_of(Fraction(float(costs[a:a + w].max())))
         pm.model.add(pm.objective <= cap)
         _mip.add_hint(pm, self.problem, labels.tolist())
-        status, _, solver, _ = _mip.solve(pm, self.problem.n, time_limit_s=time_s, num_workers=self.num_workers,
-                                          random_seed=int(self.rng.integers(1 << 30)), should_stop=should_stop)
+        status, _, solver, wall = _mip.solve(pm, self.problem.n, time_limit_s=time_s, num_workers=self.num_workers,
+                                          random_seed=int(self.rng.integers(1 << 30)), should_stop=should_stop,
+                                             cp_params=self.cp_params)
         self.solves += 1
         improved = None
         if status in ("optimal", "feasible"):
@@ -146,12 +207,17 @@ class StageLNS:
             new_w = float(ev.block_costs[np.unique(ev.blocks[moved])].max())
             if new_w < old_w * (1.0 - MIN_GAIN) and ev.objective <= cur.objective:
                 improved = ev
+        if status in ("optimal", "infeasible"):
+            if wall < 0.25 * time_s and band != -1:
+                self.max_free = min(self.problem.n, math.ceil(1.3 * self.max_free))
+        else:   # not proven in time: next time free fewer than now
+            self.max_free = max(MIN_FREE, int(0.7 * min(self.max_free, int(free.sum()))))
         if improved is not None:
             self.current = improved
             self._tried.clear()
         else:
             # proven locally optimal, or not solved in time: either way not again from here
-            self._tried.add((a, w))
+            self._tried.add((a, w, band))
         return Move(a, w, status, improved)
 
     def run(self, budget_s: float, should_stop: Callable[[], bool] = lambda: False,

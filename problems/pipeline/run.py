@@ -294,8 +294,10 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
         proven.set()
     ctx.bound(b)
     if b.status != "optimal" and not ctx.should_stop() and to_lns():
+        from problems.pipeline.lns import windows_pay
+
         _lns_loop(problem, k, ctx, common["random_seed"], common["num_workers"], on_event,
-                  (b.detail or {}).get("blocks"))
+                  (b.detail or {}).get("blocks"), windows=windows_pay(problem, k))
     spectral.join()
 
 
@@ -315,21 +317,23 @@ class _Watched:
 
 
 def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers: int,
-              on_event: Any, start: list[int] | None = None) -> None:
+              on_event: Any, start: list[int] | None = None, windows: bool = True) -> None:
     """CP-SAT LNS (:class:`problems.pipeline.lns.StageLNS`) around the run's incumbent until
     the job stops: each round starts from the coordinator's incumbent when it beats the LNS's
     own (the islands' partitions included) and reports every gain, re-scored by the exact
     evaluator (``"mip-lns"``). When every window has been tried from the incumbent, the full
     MIP runs hinted with it (:data:`HINTED_MIP_S`, doubling while it finds nothing better;
     its partitions as ``"mip-hinted"``, its bounds as ``exact``). ``start``: a partition to
-    begin from while the job has no incumbent from the run (the MIP's last one)."""
+    begin from while the job has no incumbent from the run (the MIP's last one). Without
+    ``windows`` (stages too large for them: :func:`problems.pipeline.lns.windows_pay`) only the
+    hinted MIP runs, in the same slices, each from the run's incumbent then."""
     from problems.pipeline import bounds
     from problems.pipeline.lns import StageLNS
 
     lns = StageLNS(problem, k, np.random.default_rng(np.random.SeedSequence([seed, 11])), num_workers=num_workers)
-    hinted_s = HINTED_MIP_S
-    if start is not None:
-        lns.reset(start)
+    # without windows the hinted MIP is the whole search: longer slices, fewer restarts
+    base_s = HINTED_MIP_S if windows else 2 * HINTED_MIP_S
+    hinted_s = base_s
 
     def hinted_event(ev: Any) -> None:
         if ev.kind == "incumbent" and ev.blocks is not None:
@@ -345,7 +349,7 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
             lns.reset(sol["blocks"], sol.get("order"))
         if lns.current is None:
             return  # nothing to start from
-        if lns.exhausted:
+        if not windows or lns.exhausted:
             before = lns.current.objective
             b = bounds.exact_bound(problem, k, min(hinted_s, ctx.time_left()), hint=lns.current.blocks.tolist(),
                                    on_event=hinted_event, num_workers=num_workers, random_seed=seed,
@@ -357,7 +361,7 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
 
                 if evaluate(problem, blocks, k=k).objective < before:
                     lns.reset(blocks)
-                    hinted_s = HINTED_MIP_S
+                    hinted_s = base_s
                     continue
             hinted_s *= 2
             continue

@@ -40,6 +40,12 @@ def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population:
     return np.array(out)
 
 
+#: the island's time share of the LNS where stage windows pay, and where they are large
+#: (:func:`problems.pipeline.lns.windows_pay`)
+LNS_SHARE = 0.6
+LNS_SHARE_LARGE = 0.2
+
+
 class PipelineSearch:
     """A BRKGA island with SliceGraph decoding, interleaved with random-T sampling.
 
@@ -55,14 +61,16 @@ class PipelineSearch:
             adjacent-stage moves (:func:`problems.pipeline.memetic.memetic_step`); 0: never.
         lns_share: fraction of the island's time (from its second step on) given to CP-SAT
             large-neighbourhood search (:class:`problems.pipeline.lns.StageLNS`) around the
-            best partition known to the island, its own or the run's incumbent; 0: never.
-            The LNS idles once every window has been tried from its partition.
+            best partition known to the island, its own or the run's incumbent; 0: never;
+            None: :data:`LNS_SHARE` where windows pay (:func:`problems.pipeline.lns.windows_pay`),
+            else :data:`LNS_SHARE_LARGE`. The LNS idles once every window has been tried from
+            its partition.
     """
 
     def __init__(self, problem: PipelineProblem, k: int, rng: np.random.Generator, *,
                  population: int = 100, random_share: float = 0.1,
                  seeds: NDArray[np.float64] | None = None, polish_improvements: bool = True,
-                 memetic_every: int = 5, lns_share: float = 0.6) -> None:
+                 memetic_every: int = 5, lns_share: float | None = None) -> None:
         self.decoder = SliceDecoder(problem, k)
         self.lns_share = lns_share
         self._lns: Any = None  # built at first use: it loads OR-Tools
@@ -132,7 +140,12 @@ class PipelineSearch:
         self._steps += 1
         # not in the first step: it reports the seeded partitions at once (a head start's
         # epoch in a driver that must not load OR-Tools)
-        if self.lns_share > 0 and self._steps > 1 and self._lns_s < self.lns_share * self._step_s:
+        if self._steps > 1 and self.lns_share is None:  # resolved here: the module loads OR-Tools
+            from problems.pipeline.lns import windows_pay
+
+            self.lns_share = LNS_SHARE if windows_pay(self.decoder.problem, self.decoder.k) else LNS_SHARE_LARGE
+        if (self.lns_share is not None and self.lns_share > 0 and self._steps > 1
+                and self._lns_s < self.lns_share * self._step_s):
             if self._lns_step(t_end, should_stop) and on_improvement is not None:
                 value, split = self.best()
                 if split is not None and value < best_before:
