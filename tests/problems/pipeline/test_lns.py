@@ -181,3 +181,32 @@ def test_child_context_reads_the_latest_incumbent_sent() -> None:
         assert mine.recv() == ("solution", {"blocks": [1]}, "x")
     finally:
         ctx.close(None)
+
+
+class _SourcesCtx(_FakeCtx):
+    def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
+        super().__init__(cost, solution, seconds)
+        self.sources: list[str] = []
+
+    def solution(self, solution: dict[str, Any], source: str) -> None:
+        super().solution(solution, source)
+        self.sources.append(source)
+
+
+def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
+    """On a REGAL-style graph the spectral bound lies far above the MIP's: after its share of
+    the budget the MIP stops, its bound stays reported, and the LNS reports evaluated gains."""
+    from problems.pipeline.run import run_bound_job
+
+    p = regal_like(31, n=60)
+    k = 8
+    start = _poor_split(p, k, 2)
+    start_cost = evaluate(p, start.blocks, start.order, k=k).objective
+    ctx = _SourcesCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
+    run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, parallel=True, num_workers=1)
+    methods = {b.method for b in ctx.bounds}
+    assert {"exact", "spectral"} <= methods
+    assert "mip-lns" in ctx.sources
+    for (sol, source) in ctx.solutions:
+        if source == "mip-lns":
+            assert evaluate(p, sol["blocks"], sol["order"], k=k).objective < start_cost
