@@ -63,7 +63,7 @@ class PipelineSearch:
             large-neighbourhood search (:class:`problems.pipeline.lns.StageLNS`) around the
             best partition known to the island, its own or the run's incumbent; 0: never;
             None: :data:`LNS_SHARE` where windows pay (:func:`problems.pipeline.lns.windows_pay`),
-            else :data:`LNS_SHARE_LARGE`. The LNS idles once every window has been tried from
+            else :data:`LNS_SHARE_LARGE`, and 0 with a memory limit. The LNS idles once every window has been tried from
             its partition.
     """
 
@@ -141,9 +141,9 @@ class PipelineSearch:
         # not in the first step: it reports the seeded partitions at once (a head start's
         # epoch in a driver that must not load OR-Tools)
         if self._steps > 1 and self.lns_share is None:  # resolved here: the module loads OR-Tools
-            from problems.pipeline.lns import windows_pay
+            from problems.pipeline.lns import lns_share
 
-            self.lns_share = LNS_SHARE if windows_pay(self.decoder.problem, self.decoder.k) else LNS_SHARE_LARGE
+            self.lns_share = lns_share(self.decoder.problem, self.decoder.k, LNS_SHARE, LNS_SHARE_LARGE)
         if (self.lns_share is not None and self.lns_share > 0 and self._steps > 1
                 and self._lns_s < self.lns_share * self._step_s):
             if self._lns_step(t_end, should_stop) and on_improvement is not None:

@@ -210,3 +210,16 @@ def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
     for (sol, source) in ctx.solutions:
         if source == "mip-lns":
             assert evaluate(p, sol["blocks"], sol["order"], k=k).objective < start_cost
+
+
+def test_islands_skip_the_lns_on_memory_graphs_and_windows_need_small_stages() -> None:
+    from problems.pipeline.lns import MAX_NODES_PER_STAGE, lns_share, windows_pay
+
+    free = regal_like(5, n=80)
+    assert free.memory is None
+    assert windows_pay(free, 4) == (80 <= 4 * MAX_NODES_PER_STAGE)
+    assert not windows_pay(free, 2) and lns_share(free, 2, 0.6, 0.2) == 0.2
+    assert windows_pay(free, 16) and lns_share(free, 16, 0.6, 0.2) == 0.6
+    limited = random_dag(8, 1, memory=True)
+    assert limited.memory is not None
+    assert not windows_pay(limited, 4) and lns_share(limited, 4, 0.6, 0.2) == 0.0
