@@ -254,7 +254,8 @@ HINTED_MIP_S = 4.0
 def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, budget: float,
                common: dict[str, Any], num_workers: int, constraints: Constraints | None) -> None:
     """The exact MIP (bound and partitions) with the spectral bound next to it; on
-    communication-heavy graphs (see :data:`LNS_AFTER_SHARE`) it then becomes the LNS loop."""
+    communication-heavy graphs without a memory limit (see :data:`LNS_AFTER_SHARE`) it then
+    becomes the LNS loop."""
     from problems.pipeline import bounds
 
     t0 = time.monotonic()
@@ -275,7 +276,9 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
             seen["exact"] = max(seen["exact"], ev.bound)
         report(ev.bound)
 
-    lns_ok = constraints is None or not constraints.any  # the LNS models no MCM constraint
+    # the LNS models no MCM constraint; with a memory limit every restart of the model costs
+    # Python seconds (its peak rows), and the model only bounds the peak: the MIP keeps going
+    lns_ok = (constraints is None or not constraints.any) and problem.memory is None
     not_before = t0 + max(head_s, LNS_AFTER_SHARE * budget)
 
     def to_lns() -> bool:
