@@ -66,9 +66,10 @@ class _ChildContext:
     """The job's ``ctx`` in the child process: reports go up the pipe.
 
     A sender thread does the writing, so a solver callback never blocks on a full
-    pipe while the driver is busy (e.g. starting Ray). The job gets no incumbent
-    (it starts first) and stops on the driver's signal, at the deadline, or when
-    the driver is gone.
+    pipe while the driver is busy (e.g. starting Ray). The job sees the run's incumbent
+    as the driver last sent it down the same pipe (:meth:`Prelude.send_incumbent`; none
+    at first: the job starts first), and stops on the driver's signal, at the deadline,
+    or when the driver is gone.
     """
 
     def __init__(self, conn: Any, stop: Any, deadline: float, parent: int) -> None:
@@ -76,6 +77,7 @@ class _ChildContext:
         self.out: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         self.sender = threading.Thread(target=self._send, daemon=True)
         self.sender.start()
+        self._incumbent: tuple[float | None, Any] = (None, None)
 
     def _send(self) -> None:
         while (msg := self.out.get()) is not None:
@@ -102,7 +104,15 @@ class _ChildContext:
         self.out.put(("solution", solution, source))
 
     def incumbent(self) -> tuple[float | None, Any]:
-        return None, None
+        # only this (the job's) thread reads the pipe; the sender thread only writes it
+        try:
+            while self.conn.poll():
+                msg = self.conn.recv()
+                if msg[0] == "incumbent":
+                    self._incumbent = (msg[1], msg[2])
+        except (EOFError, OSError):  # the driver is gone: the job stops on its own
+            pass
+        return self._incumbent
 
 
 def available() -> bool:
@@ -175,9 +185,15 @@ class Prelude:
         self.evals = 0
         self.job_bounds: dict[str, Bound] = {}  # the job's last report of each method
         self.extended_to: float | None = None
+        self._sent: float | None = None  # cost of the last incumbent sent to the job
         self._epoch = threading.Thread(target=self._run_epoch, name="gapstop-island-epoch", daemon=True)
         self._epoch_out: tuple[int, Any, BaseException | None] = (0, None, None)
         self._epoch_done = False
+
+    @property
+    def sent(self) -> float | None:
+        """Cost of the last incumbent sent to the job (:meth:`send_incumbent`), or None."""
+        return self._sent
 
     @property
     def started_at(self) -> float:
@@ -209,6 +225,17 @@ class Prelude:
                     self.actor.report_solution.remote(msg[1], msg[2])
             elif msg[0] == "done":
                 self.done, self.error = True, msg[1]
+
+    def send_incumbent(self, cost: float | None, solution: Any) -> None:
+        """Send the run's incumbent to the job (it reads it when it asks for one), if it
+        improved since the last one sent."""
+        if cost is None or solution is None or self.done or (self._sent is not None and cost >= self._sent):
+            return
+        try:
+            self.conn.send(("incumbent", cost, solution))
+            self._sent = cost
+        except (OSError, ValueError):  # the job is gone; pump() records why
+            pass
 
     def _wait(self, timeout_s: float) -> None:
         """Sleep up to ``timeout_s``, waking as soon as the job reports (a proof ends the run

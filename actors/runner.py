@@ -426,6 +426,8 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
                 elif kind == "bound":
                     start_bound(slot)
             st = ray.get(coord.poll.remote())
+            if prelude is not None and st["ub"] is not None and (prelude.sent is None or st["ub"] < prelude.sent):
+                prelude.send_incumbent(*ray.get(coord.incumbent.remote()))  # e.g. for the job's LNS
             _print_new(st["write_failures"], shown)
             if not started and any(w.startswith("bound-0") for w in st["nodes"]):
                 started = True

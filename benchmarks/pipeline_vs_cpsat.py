@@ -2,6 +2,7 @@
 
     python benchmarks/pipeline_vs_cpsat.py [--graphs a,b|regal:SEED,...] [--ks 4,16] [--seconds 60]
         [--regal-seeds 26000-26009] [--repo DIR] [--jsonl results.jsonl] [--in-process]
+    python benchmarks/pipeline_vs_cpsat.py --table-from results.jsonl
 
 For every graph and k, one after the other, alternating which side goes first:
 
@@ -18,7 +19,8 @@ Graphs: every file in ``../shared/data/pipeline/`` and fresh REGAL-style graphs 
 Prints one row per run and the table of geometric means per group and k: certified
 ratio (objective / lower bound) of each side, gapstop's objective / CP-SAT's, gapstop's
 bound / CP-SAT's, the worst objective ratio, and where gapstop's incumbents came from
-(accepted improvements per source, from the run's ``events.parquet``).
+(accepted improvements per source, from the run's ``events.parquet``); then each source's
+mean share of gapstop's objective decrease from its first incumbent to its last.
 """
 
 from __future__ import annotations
@@ -71,14 +73,16 @@ def _seed_range(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x]
 
 
-def _sources(run_dir: Path) -> dict[str, int]:
-    """Accepted improvements per source (``search-1/moves`` -> ``moves``, ``search-0`` -> ``brkga``)."""
+def _sources(run_dir: Path) -> tuple[dict[str, int], dict[str, float]]:
+    """Accepted improvements per source (``search-1/moves`` -> ``moves``, ``search-0`` -> ``brkga``),
+    and each source's share of the objective's decrease (:func:`_gains`)."""
     try:
         from engine.rundir import read_events
         events = read_events(run_dir)
     except Exception:  # noqa: BLE001 - a missing log only loses the breakdown
-        return {}
-    return _tally([str(e.get("worker") or "") for e in events if e.get("kind") == "upper"])
+        return {}, {}
+    ups = [(str(e.get("worker") or ""), float(e["value"])) for e in events if e.get("kind") == "upper"]
+    return _tally([w for w, _ in ups]), _gains(ups)
 
 
 def run_gapstop(repo: Path, graph: Path, k: int, seconds: float, tmp: Path) -> dict[str, Any]:
@@ -91,9 +95,10 @@ def run_gapstop(repo: Path, graph: Path, k: int, seconds: float, tmp: Path) -> d
                     "--quiet"], cwd=repo, env=env, stdout=subprocess.DEVNULL, check=False)
     wall = time.monotonic() - t0
     doc = json.loads(out.read_text()) if out.exists() else {}
+    src, gains = _sources(run_dir)
     return {"objective": doc.get("objective"), "lower_bound": doc.get("lower_bound"),
             "found_by": doc.get("found_by"), "method": doc.get("lower_bound_method"),
-            "sources": _sources(run_dir), "wall_s": round(wall, 1)}
+            "sources": src, "gains": gains, "wall_s": round(wall, 1)}
 
 
 def _tally(sources: list[str]) -> dict[str, int]:
@@ -132,9 +137,21 @@ def _inproc_one(graph: str, k: int, seconds: float) -> None:
 
     holder: dict[str, Any] = {}
     doc = solve_local(load_graph(graph), k, time_limit_s=seconds, target_gap=0.0, _expose=holder)
-    srcs = [e.method for e in holder["coord"].events if e.kind == "upper"]
+    ups = [(e.method, e.value) for e in holder["coord"].events if e.kind == "upper"]
     print(json.dumps({"objective": doc["objective"], "lower_bound": doc["lower_bound"],
-                      "found_by": doc["found_by"], "sources": _tally(srcs)}))
+                      "found_by": doc["found_by"], "sources": _tally([m for m, _ in ups]), "gains": _gains(ups)}))
+
+
+def _gains(ups: list[tuple[str, float]]) -> dict[str, float]:
+    """Each source's share of the run's improvement: the objective decrease of its accepted
+    incumbents over the first one's value, relative to the whole decrease (sums to 1 when any)."""
+    if len(ups) < 2:
+        return {}
+    total = ups[0][1] - ups[-1][1]
+    c: Counter[str] = Counter()
+    for (_, prev), (src, val) in zip(ups, ups[1:]):
+        c[_tally([src]).popitem()[0]] += (prev - val) / total if total > 0 else 0.0
+    return {k: round(v, 4) for k, v in c.items()}
 
 
 def _cpsat_one(graph: str, k: int, seconds: float) -> None:
@@ -180,6 +197,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def gains_table(rows: list[dict[str, Any]]) -> str:
+    """Mean share of gapstop's objective decrease per source (:func:`_gains`), per group and k."""
+    keys = sorted({(r["group"], r["k"]) for r in rows}, key=lambda t: (t[0], t[1]))
+    lines = ["| graphs | k | runs | share of the improvement by source (mean over runs) |", "| --- | ---: | ---: | --- |"]
+    for group, k in keys:
+        rs = [r["gapstop"].get("gains") or {} for r in rows if r["group"] == group and r["k"] == k]
+        tot: Counter[str] = Counter()
+        for g in rs:
+            tot.update(g)
+        lines.append(f"| {group} | {k} | {len(rs)} | "
+                     + ", ".join(f"{s} {v / len(rs):.2f}" for s, v in tot.most_common()) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] in ("--cpsat-one", "--inproc-one"):
         one = _cpsat_one if sys.argv[1] == "--cpsat-one" else _inproc_one
@@ -194,7 +225,14 @@ def main() -> None:
     ap.add_argument("--jsonl", default="", help="append one JSON line per (graph, k) here")
     ap.add_argument("--in-process", action="store_true",
                     help="run gapstop in-process (threads, no Ray) instead of launch.py's default Ray run")
+    ap.add_argument("--table-from", default="", help="print the tables of a --jsonl file's rows and exit")
     args = ap.parse_args()
+    if args.table_from:
+        rows = [json.loads(line) for line in Path(args.table_from).read_text().splitlines() if line.strip()]
+        print(table(rows))
+        print()
+        print(gains_table(rows))
+        return
     sys.path.insert(0, str(ROOT))
     ks = [int(k) for k in args.ks.split(",")]
     with tempfile.TemporaryDirectory() as td:
@@ -227,6 +265,8 @@ def main() -> None:
                         f.write(json.dumps(row) + "\n")
         print()
         print(table(rows))
+        print()
+        print(gains_table(rows))
 
 
 if __name__ == "__main__":

@@ -236,31 +236,141 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         ctx.bound(Bound(f"{GUESS_GROUP}[{j}]", b.value, b.status, b.wall_s, b.solver,
                         {**b.detail, "group": GUESS_GROUP, "member": j, "members": k}))
     elif kind == "exact":
-        proven = threading.Event()  # the MIP proved optimality: the spectral bound has nothing left to add
-        spectral = _spectral_alongside(problem, k, ctx, budget, float(spec.get("head_start_s", 0.0)), proven)
-        _, inc = ctx.incumbent()
-        hint = None if inc is None else inc["blocks"]
-        # CP-SAT raises its bound in many tiny steps; only steps of 1e-4 go out live (the
-        # final bound always does)
-        report = live_bound(ctx, "exact", bounds.SOLVER, 1e-4)
-
-        def on_event(ev: Any) -> None:
-            if ev.kind == "incumbent" and ev.blocks is not None:
-                ctx.solution({"blocks": list(ev.blocks)}, "exact-mip")
-            report(ev.bound)
-
-        # CP-SAT needs >= 2 threads for its portfolio (LNS included): with one it finds far
-        # worse partitions (regal_000, k=16, 20 s: 3558 with 1 thread, 2136 with 2).
-        common["num_workers"] = max(EXACT_MIN_THREADS, num_workers)
-        if constraints is not None and constraints.any:
-            common["constraints"] = constraints
-        b = bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, **common)
-        if b.status == "optimal":
-            proven.set()
-        ctx.bound(b)
-        spectral.join()
+        _exact_job(problem, k, spec, ctx, budget, common, num_workers, constraints)
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
+
+
+#: the exact MIP job hands its CPU to the LNS (:func:`_lns_loop`) once the spectral bound exceeds
+#: the MIP's own bound by more than :data:`SPECTRAL_MARGIN` (communication matters: the MIP's
+#: bound is not the one that certifies such runs, and its search is beaten by the LNS), but not
+#: before this share of the job's budget (a full-MIP incumbent to start from; a head start)
+LNS_AFTER_SHARE = 0.2
+#: every window tried from the incumbent: the full MIP, hinted with it, runs for this long (doubling
+#: while it finds nothing better), then the LNS goes on from what it found
+HINTED_MIP_S = 4.0
+
+
+def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, budget: float,
+               common: dict[str, Any], num_workers: int, constraints: Constraints | None) -> None:
+    """The exact MIP (bound and partitions) with the spectral bound next to it; on
+    communication-heavy graphs without a memory limit (see :data:`LNS_AFTER_SHARE`) it then
+    becomes the LNS loop."""
+    from problems.pipeline import bounds
+
+    t0 = time.monotonic()
+    head_s = float(spec.get("head_start_s", 0.0))
+    proven = threading.Event()  # the MIP proved optimality: the spectral bound has nothing left to add
+    seen: dict[str, float] = {"spectral": -math.inf, "exact": -math.inf}
+    spectral = _spectral_alongside(problem, k, _Watched(ctx, seen), budget, head_s, proven)
+    _, inc = ctx.incumbent()
+    hint = None if inc is None else inc["blocks"]
+    # CP-SAT raises its bound in many tiny steps; only steps of 1e-4 go out live (the
+    # final bound always does)
+    report = live_bound(ctx, "exact", bounds.SOLVER, 1e-4)
+
+    def on_event(ev: Any) -> None:
+        if ev.kind == "incumbent" and ev.blocks is not None:
+            ctx.solution({"blocks": list(ev.blocks)}, "exact-mip")
+        if ev.bound is not None:
+            seen["exact"] = max(seen["exact"], ev.bound)
+        report(ev.bound)
+
+    # the LNS models no MCM constraint; with a memory limit every restart of the model costs
+    # Python seconds (its peak rows), and the model only bounds the peak: the MIP keeps going
+    lns_ok = (constraints is None or not constraints.any) and problem.memory is None
+    not_before = t0 + max(head_s, LNS_AFTER_SHARE * budget)
+
+    def to_lns() -> bool:
+        return (lns_ok and time.monotonic() >= not_before and math.isfinite(seen["exact"])
+                and seen["spectral"] > (1.0 + SPECTRAL_MARGIN) * seen["exact"])
+
+    # CP-SAT needs >= 2 threads for its portfolio (LNS included): with one it finds far
+    # worse partitions (regal_000, k=16, 20 s: 3558 with 1 thread, 2136 with 2).
+    common["num_workers"] = max(EXACT_MIN_THREADS, num_workers)
+    if constraints is not None and constraints.any:
+        common["constraints"] = constraints
+    stop = common.pop("should_stop")
+    b = bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event,
+                           should_stop=lambda: stop() or to_lns(), **common)
+    if b.status == "optimal":
+        proven.set()
+    ctx.bound(b)
+    if b.status != "optimal" and not ctx.should_stop() and to_lns():
+        from problems.pipeline.lns import windows_pay
+
+        _lns_loop(problem, k, ctx, common["random_seed"], common["num_workers"], on_event,
+                  (b.detail or {}).get("blocks"), windows=windows_pay(problem, k))
+    spectral.join()
+
+
+class _Watched:
+    """``ctx`` that also records the best value of each bound method reported through it."""
+
+    def __init__(self, ctx: Any, seen: dict[str, float]) -> None:
+        self._ctx, self._seen = ctx, seen
+
+    def bound(self, b: Bound) -> None:
+        if math.isfinite(b.value):
+            self._seen[b.method] = max(self._seen.get(b.method, -math.inf), b.value)
+        self._ctx.bound(b)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers: int,
+              on_event: Any, start: list[int] | None = None, windows: bool = True) -> None:
+    """CP-SAT LNS (:class:`problems.pipeline.lns.StageLNS`) around the run's incumbent until
+    the job stops: each round starts from the coordinator's incumbent when it beats the LNS's
+    own (the islands' partitions included) and reports every gain, re-scored by the exact
+    evaluator (``"mip-lns"``). When every window has been tried from the incumbent, the full
+    MIP runs hinted with it (:data:`HINTED_MIP_S`, doubling while it finds nothing better;
+    its partitions as ``"mip-hinted"``, its bounds as ``exact``). ``start``: a partition to
+    begin from while the job has no incumbent from the run (the MIP's last one). Without
+    ``windows`` (stages too large for them: :func:`problems.pipeline.lns.windows_pay`) only the
+    hinted MIP runs, in the same slices, each from the run's incumbent then."""
+    from problems.pipeline import bounds
+    from problems.pipeline.lns import StageLNS
+
+    lns = StageLNS(problem, k, np.random.default_rng(np.random.SeedSequence([seed, 11])), num_workers=num_workers)
+    # without windows the hinted MIP is the whole search: longer slices, fewer restarts
+    base_s = HINTED_MIP_S if windows else 2 * HINTED_MIP_S
+    hinted_s = base_s
+
+    def hinted_event(ev: Any) -> None:
+        if ev.kind == "incumbent" and ev.blocks is not None:
+            ctx.solution({"blocks": list(ev.blocks)}, "mip-hinted")
+        elif ev.kind == "bound":
+            on_event(ev)
+
+    if start is not None:
+        lns.reset(start)
+    while not ctx.should_stop():
+        cost, sol = ctx.incumbent()
+        if sol is not None and (lns.current is None or cost < lns.current.objective * (1.0 - 1e-12)):
+            lns.reset(sol["blocks"], sol.get("order"))
+        if lns.current is None:
+            return  # nothing to start from
+        if not windows or lns.exhausted:
+            before = lns.current.objective
+            b = bounds.exact_bound(problem, k, min(hinted_s, ctx.time_left()), hint=lns.current.blocks.tolist(),
+                                   on_event=hinted_event, num_workers=num_workers, random_seed=seed,
+                                   should_stop=ctx.should_stop)
+            ctx.bound(b)
+            blocks = (b.detail or {}).get("blocks")
+            if blocks is not None:
+                from problems.pipeline.evaluate import evaluate
+
+                if evaluate(problem, blocks, k=k).objective < before:
+                    lns.reset(blocks)
+                    hinted_s = base_s
+                    continue
+            hinted_s *= 2
+            continue
+        for m in lns.run(1.0, ctx.should_stop):
+            if m.improved is not None:
+                ctx.solution({"blocks": m.improved.blocks.tolist(), "order": m.improved.order.tolist()}, "mip-lns")
 
 
 def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: float,

@@ -40,6 +40,12 @@ def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population:
     return np.array(out)
 
 
+#: the island's time share of the LNS where stage windows pay, and where they are large
+#: (:func:`problems.pipeline.lns.windows_pay`)
+LNS_SHARE = 0.6
+LNS_SHARE_LARGE = 0.2
+
+
 class PipelineSearch:
     """A BRKGA island with SliceGraph decoding, interleaved with random-T sampling.
 
@@ -53,13 +59,25 @@ class PipelineSearch:
             (memetic step) and inject the polished order back into the population.
         memetic_every: every this many BRKGA generations, improve the elites by
             adjacent-stage moves (:func:`problems.pipeline.memetic.memetic_step`); 0: never.
+        lns_share: fraction of the island's time (from its second step on) given to CP-SAT
+            large-neighbourhood search (:class:`problems.pipeline.lns.StageLNS`) around the
+            best partition known to the island, its own or the run's incumbent; 0: never;
+            None: :data:`LNS_SHARE` where windows pay (:func:`problems.pipeline.lns.windows_pay`),
+            else :data:`LNS_SHARE_LARGE`, and 0 with a memory limit. The LNS idles once every window has been tried from
+            its partition.
     """
 
     def __init__(self, problem: PipelineProblem, k: int, rng: np.random.Generator, *,
                  population: int = 100, random_share: float = 0.1,
                  seeds: NDArray[np.float64] | None = None, polish_improvements: bool = True,
-                 memetic_every: int = 5) -> None:
+                 memetic_every: int = 5, lns_share: float | None = None) -> None:
         self.decoder = SliceDecoder(problem, k)
+        self.lns_share = lns_share
+        self._lns: Any = None  # built at first use: it loads OR-Tools
+        self._lns_rng = rng.spawn(1)[0]
+        self._lns_s = 0.0  # seconds spent in the LNS, and in steps overall
+        self._step_s = 0.0
+        self._steps = 0
         self.memetic_every = memetic_every
         self._memetic_rng = rng.spawn(1)[0]  # leaves the island stream as it was
         self._memetic_seen: set[bytes] = set()
@@ -115,9 +133,27 @@ class PipelineSearch:
         first batch of an island is always its first generation (the seeded chromosomes),
         so even a very short first step reports the seeded partitions.
         """
-        t_end = time.monotonic() + budget_s
+        t0 = time.monotonic()
+        t_end = t0 + budget_s
         best_before = min(self.ga.best_cost, self.rand.best_cost)
         n = 0
+        self._steps += 1
+        # not in the first step: it reports the seeded partitions at once (a head start's
+        # epoch in a driver that must not load OR-Tools)
+        if self._steps > 1 and self.lns_share is None:  # resolved here: the module loads OR-Tools
+            from problems.pipeline.lns import lns_share
+
+            self.lns_share = lns_share(self.decoder.problem, self.decoder.k, LNS_SHARE, LNS_SHARE_LARGE)
+        if (self.lns_share is not None and self.lns_share > 0 and self._steps > 1
+                and self._lns_s < self.lns_share * self._step_s):
+            if self._lns_step(t_end, should_stop) and on_improvement is not None:
+                value, split = self.best()
+                if split is not None and value < best_before:
+                    from problems.pipeline.memetic import TaggedSplit
+
+                    best_before = value
+                    on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, "lns"))
+            self._lns_s += time.monotonic() - t0
         while not should_stop():
             use_random = self.evals > 0 and self._rand_evals < self.random_share * self.evals
             search = self.rand if use_random else self.ga
@@ -149,7 +185,32 @@ class PipelineSearch:
                         on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, via))
             if time.monotonic() >= t_end:  # checked after the batch: a step makes at least one
                 break
+        self._step_s += time.monotonic() - t0
         return n
+
+    def _lns_step(self, t_end: float, should_stop: Callable[[], bool]) -> bool:
+        """CP-SAT LNS until ``t_end`` (at least one sub-solve) from the best partition known;
+        its gains go into the population. Returns True if the island's best went down."""
+        from problems.pipeline.lns import StageLNS
+        from problems.pipeline.memetic import order_keys
+
+        best_cost = min(self.ga.best_cost, self.rand.best_cost)
+        if self._lns is None:
+            self._lns = StageLNS(self.decoder.problem, self.decoder.k, self._lns_rng)
+        lns = self._lns
+        if lns.current is None or best_cost < lns.current.objective:
+            _, split = self.best()
+            if split is None:
+                return False
+            lns.reset(split.blocks, split.order)
+        if lns.exhausted:
+            return False
+        moves = lns.run(max(0.0, t_end - time.monotonic()), should_stop)
+        if not any(m.improved is not None for m in moves):
+            return False
+        keys = order_keys(lns.current.order)
+        self.ga.inject(keys[None, :], np.array([float(self.decoder.values(keys[None, :])[0])]))
+        return min(self.ga.best_cost, self.rand.best_cost) < best_cost
 
     def migrants(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The island's ``n`` best chromosomes and costs, to send to other islands."""

@@ -1,0 +1,225 @@
+"""CP-SAT large-neighbourhood search: window optima against brute force, every kept move
+re-scored equal to the evaluator, hinted exact MIP still optimal, the LNS loop of the
+exact job reporting only evaluator-checked gains."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import multiprocessing
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from problems.pipeline import bounds
+from problems.pipeline.decoder import SliceDecoder
+from problems.pipeline.evaluate import evaluate
+from problems.pipeline.generators import random_dag, regal_like
+from problems.pipeline.lns import StageLNS, stage_costs
+from problems.pipeline.model import PipelineProblem
+from tests.problems.pipeline import reference
+
+pytestmark = pytest.mark.mip
+
+
+def _poor_split(p: PipelineProblem, k: int, seed: int) -> Any:
+    """The optimal split of a random Kahn order: a valid, usually improvable partition."""
+    dec = SliceDecoder(p, k)
+    return dec.decode(np.random.default_rng(seed).random(p.n))
+
+
+def _window_brute_force(p: PipelineProblem, labels: np.ndarray, a: int, w: int) -> float:
+    """Least bottleneck over the window's stages, over every relabelling of the window's
+    nodes within the window that keeps every edge going forward (reference block costs)."""
+    free = [v for v in range(p.n) if a <= labels[v] < a + w]
+    best = math.inf
+    for choice in itertools.product(range(a, a + w), repeat=len(free)):
+        lab = labels.copy()
+        lab[free] = choice
+        if any(lab[u] > lab[v] for u, v in p.edges):
+            continue
+        costs = []
+        for b in range(a, a + w):
+            nodes = [v for v in range(p.n) if lab[v] == b]
+            if nodes:  # no memory limit here: the schedule does not matter
+                costs.append(reference.block_cost(p, nodes))
+        best = min(best, max(costs))
+    return best
+
+
+@pytest.mark.parametrize("i", range(12))
+def test_window_optimum_equals_brute_force(i: int) -> None:
+    p = random_dag(6 + i % 3, 8100 + i, memory=False, bandwidth=(1.0, 0.7, 3.0)[i % 3])
+    k = 3
+    lns = StageLNS(p, k, np.random.default_rng(i))
+    start = _poor_split(p, k, i)
+    lns.reset(start.blocks, start.order)
+    cur = lns.current
+    assert cur is not None
+    p_used = len(cur.block_costs)
+    for a in range(p_used):
+        w = min(2, k - a)
+        if w < 2:
+            continue
+        lns.reset(start.blocks, start.order)
+        labels = lns.current.blocks.copy()
+        old = float(stage_costs(lns.current, k)[a:a + w].max())
+        brute = _window_brute_force(p, labels, a, w)
+        move = lns.solve_window(a, w, time_s=10.0)
+        assert move.status in ("optimal", "infeasible")
+        tol = 1e-9 * max(1.0, brute)
+        if move.improved is not None:
+            ev = move.improved
+            window_nodes = (labels >= a) & (labels < a + w)
+            got = float(ev.block_costs[np.unique(ev.blocks[window_nodes])].max())
+            assert got == pytest.approx(brute, abs=tol)
+            # the nodes outside the window stay together, stage by stage
+            for b in set(range(k)) - set(range(a, a + w)):
+                same = labels == b
+                if same.any():
+                    assert len(set(ev.blocks[same].tolist())) == 1
+        else:   # proven: no relabelling of the window does better than it is
+            assert old <= brute + tol
+
+
+def test_kept_moves_rescore_equal_and_never_worsen() -> None:
+    p = regal_like(2026, n=45)
+    k = 4
+    start = _poor_split(p, k, 1)
+    lns = StageLNS(p, k, np.random.default_rng(0))
+    lns.reset(start.blocks, start.order)
+    prev = lns.current.objective
+    assert prev == evaluate(p, start.blocks, start.order, k=k).objective
+    kept = 0
+    for _ in range(4):
+        for m in lns.run(1.0):
+            if m.improved is None:
+                continue
+            kept += 1
+            ev = m.improved
+            again = evaluate(p, ev.blocks, ev.order, k=k)
+            assert again.objective == ev.objective   # bit-equal: the evaluator's own score
+            assert np.array_equal(again.block_costs, ev.block_costs)
+            assert ev.objective <= prev
+            prev = ev.objective
+    assert kept >= 1
+    assert lns.current.objective < evaluate(p, start.blocks, start.order, k=k).objective
+
+
+@pytest.mark.parametrize("i", range(0, 40, 4))
+def test_hinted_exact_mip_still_equals_brute_force(i: int) -> None:
+    p = random_dag(4 + (i // 4) % 5, 7000 + i, memory=False, bandwidth=(1.0, 0.7, 3.0)[i % 3])
+    for k in (2, 3):
+        opt = reference.brute_force(p, k)
+        hint = _poor_split(p, k, i).blocks.tolist()
+        b = bounds.exact_bound(p, k, 10.0, hint=hint)
+        assert b.status == "optimal"
+        # as in test_bounds: the proven value within the integer scale's rounding, the partition exact
+        assert b.value <= opt and b.value == pytest.approx(opt, rel=1e-6)
+        assert evaluate(p, b.detail["blocks"], k=k).objective == pytest.approx(opt, rel=1e-12)
+
+
+class _FakeCtx:
+    """A bound job's ctx: a fixed incumbent, solutions collected, stop after ``seconds``."""
+
+    def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
+        self.inc = (cost, solution)
+        self.solutions: list[tuple[dict[str, Any], str]] = []
+        self.bounds: list[Any] = []
+        self.end = time.monotonic() + seconds
+
+    def should_stop(self) -> bool:
+        return time.monotonic() >= self.end
+
+    def time_left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def incumbent(self) -> tuple[float, dict[str, Any]]:
+        return self.inc
+
+    def solution(self, solution: dict[str, Any], source: str) -> None:
+        self.solutions.append((solution, source))
+
+    def bound(self, b: Any) -> None:
+        self.bounds.append(b)
+
+
+def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> None:
+    from problems.pipeline.run import _lns_loop
+
+    p = regal_like(77, n=40)
+    k = 4
+    start = _poor_split(p, k, 5)
+    start_cost = evaluate(p, start.blocks, start.order, k=k).objective
+    ctx = _FakeCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 3.0)
+    _lns_loop(p, k, ctx, 0, 1, lambda ev: None)
+    assert ctx.solutions
+    costs = []
+    for sol, source in ctx.solutions:
+        assert source in ("mip-lns", "mip-hinted")
+        costs.append(evaluate(p, sol["blocks"], sol.get("order"), k=k).objective)
+    assert min(costs) < start_cost
+
+
+def test_child_context_reads_the_latest_incumbent_sent() -> None:
+    from actors.prelude import _ChildContext
+
+    mine, theirs = multiprocessing.Pipe()
+    ctx = _ChildContext(theirs, threading.Event(), time.monotonic() + 60, os.getppid())
+    try:
+        assert ctx.incumbent() == (None, None)
+        mine.send(("incumbent", 9.0, {"blocks": [0, 1]}))
+        mine.send(("incumbent", 7.0, {"blocks": [0, 0]}))
+        time.sleep(0.05)
+        assert ctx.incumbent() == (7.0, {"blocks": [0, 0]})
+        assert ctx.incumbent() == (7.0, {"blocks": [0, 0]})   # kept until a newer one comes
+        ctx.solution({"blocks": [1]}, "x")
+        assert mine.recv() == ("solution", {"blocks": [1]}, "x")
+    finally:
+        ctx.close(None)
+
+
+class _SourcesCtx(_FakeCtx):
+    def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
+        super().__init__(cost, solution, seconds)
+        self.sources: list[str] = []
+
+    def solution(self, solution: dict[str, Any], source: str) -> None:
+        super().solution(solution, source)
+        self.sources.append(source)
+
+
+def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
+    """On a REGAL-style graph the spectral bound lies far above the MIP's: after its share of
+    the budget the MIP stops, its bound stays reported, and the LNS reports evaluated gains."""
+    from problems.pipeline.run import run_bound_job
+
+    p = regal_like(31, n=60)
+    k = 8
+    start = _poor_split(p, k, 2)
+    start_cost = evaluate(p, start.blocks, start.order, k=k).objective
+    ctx = _SourcesCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
+    run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, parallel=True, num_workers=1)
+    methods = {b.method for b in ctx.bounds}
+    assert {"exact", "spectral"} <= methods
+    assert "mip-lns" in ctx.sources
+    for (sol, source) in ctx.solutions:
+        if source == "mip-lns":
+            assert evaluate(p, sol["blocks"], sol["order"], k=k).objective < start_cost
+
+
+def test_islands_skip_the_lns_on_memory_graphs_and_windows_need_small_stages() -> None:
+    from problems.pipeline.lns import MAX_NODES_PER_STAGE, lns_share, windows_pay
+
+    free = regal_like(5, n=80)
+    assert free.memory is None
+    assert windows_pay(free, 4) == (80 <= 4 * MAX_NODES_PER_STAGE)
+    assert not windows_pay(free, 2) and lns_share(free, 2, 0.6, 0.2) == 0.2
+    assert windows_pay(free, 16) and lns_share(free, 16, 0.6, 0.2) == 0.6
+    limited = random_dag(8, 1, memory=True)
+    assert limited.memory is not None
+    assert not windows_pay(limited, 4) and lns_share(limited, 4, 0.6, 0.2) == 0.0
