@@ -26,6 +26,11 @@ table ``f_vx`` becomes the ``u``-``x`` table ``f_vx(pi(a), c)`` (added to an exi
 one). No table grows (``k_u = k_v``). The optimum is unchanged whenever the
 network has a solution below FORBIDDEN (those all satisfy ``s_v = pi(s_u)``).
 On instance A this takes the core from 7,072 nodes to a few hundred.
+
+Also with ``contract``, a node with a single strategy is eliminated whatever its degree: each
+of its tables becomes a unary term of the neighbour (``theta_x(a) += f_xv(a, 0)``), exact for
+any network. Such nodes (a third of instances C and M) otherwise stay in the core wherever
+their degree exceeds 2, joining neighbours that have nothing to decide between them.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from problems.intraop.network import PairNetwork
 ELIM0, ELIM1, ELIM2 = 0, 1, 2
 #: ``contract``: merge ``v`` into ``u`` (unary part), and move one of ``v``'s other tables to ``u``
 MERGE, MOVE = 3, 4
+#: ``contract``: fold a single-strategy node's table into its neighbour's unary (the node then gets ELIM0)
+FOLD = 5
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +67,8 @@ class ReductionPlan:
             an existing u-w table merged into the result (-1 if none), ``op_out`` the new table.
             MERGE (``v`` into ``u`` along the bijection ``op_t1``) is followed by one MOVE per
             other neighbour ``op_w`` of ``v`` (its table ``op_t2`` re-indexed onto ``u``).
+            FOLD adds the table ``op_t1`` of a single-strategy ``v`` to ``op_u``'s unary; one per
+            neighbour, then an ELIM0 for ``v``.
         tab_x, tab_y, tab_off: int32/int32/int64[tables], all tables; offsets into the working array.
         work_size: length of the working array (network tables followed by new ones).
         core: int64[c], sorted nodes left after elimination.
@@ -97,7 +106,8 @@ def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: i
         max_fill: a degree-2 node is kept in the core when its new table would have more
             than ``max(max_fill, k_u k_v, k_v k_w)`` entries; None: no limit.
         max_work: ... or when computing it takes more than ``max_work`` steps (``k_u k_v k_w``); None: no limit.
-        contract: also merge nodes joined by a bijection table of the network (module docstring).
+        contract: also merge nodes joined by a bijection table of the network, and eliminate
+            single-strategy nodes of any degree (module docstring).
     """
     n_tabs = len(net.tab_x)
     bij = (_bijections(net.tabs, net.tab_off, net.tab_x.astype(np.int64), net.tab_y.astype(np.int64), net.k,
@@ -134,7 +144,7 @@ def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: i
         return None
 
     def eligible(x: int) -> bool:
-        return len(adj[x]) <= 2 or nbij[x] > 0
+        return len(adj[x]) <= 2 or nbij[x] > 0 or (contract and k[x] == 1)
 
     queue = deque(v for v in range(n) if eligible(v))
     queued = [eligible(v) for v in range(n)]
@@ -151,7 +161,14 @@ def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: i
             continue
         nbrs = list(adj[v].items())
         merge = bijection_nbr(v)
-        if merge is not None and len(nbrs) > 1:
+        if contract and k[v] == 1 and len(nbrs) > 1:
+            for x, t1 in nbrs:
+                ops.append((FOLD, v, x, -1, t1, -1, -1, -1))
+                del adj[x][v]
+                drop(t1)
+                push(x)
+            ops.append((ELIM0, v, -1, -1, -1, -1, -1, -1))
+        elif merge is not None and len(nbrs) > 1:
             u, t1 = merge
             ops.append((MERGE, v, u, -1, t1, -1, -1, -1))
             del adj[u][v]
@@ -274,6 +291,10 @@ def _run(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k,
                     if t3 >= 0:
                         x += pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c)
                     work[out + a * kw + c] = x
+        elif kind[i] == 5:
+            u = op_u[i]
+            for a in range(k[u]):
+                theta[ptr[u] + a] += pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, 0)
 
 
 @njit(nogil=True, cache=True)
@@ -331,7 +352,7 @@ def run_plan(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64], 
 def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol):  # pragma: no cover
     for i in range(len(kind) - 1, -1, -1):
         v = op_v[i]
-        if kind[i] == 4:
+        if kind[i] == 4 or kind[i] == 5:
             continue
         if kind[i] == 3:
             sol[v] = _image(work, tab_off, tab_x, k, op_t1[i], op_u[i], sol[op_u[i]], v)
