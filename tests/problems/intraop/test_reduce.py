@@ -185,3 +185,42 @@ def test_single_strategy_hub_is_folded():
     assert int(np.sum(plan.op_kind == FOLD)) == 4 and 0 not in plan.core.tolist()
     s = RelaxedSolver(prepare(p)).solve(np.zeros(5), np.random.default_rng(0))
     assert relaxed_value(p, [0] * 5, s.tolist()) == relaxed_optimum(p, [0] * 5)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replay_matches_the_full_replay_up_to_constants(seed):
+    """The split replay gives, per core table and per node's unary costs, the same numbers up to a
+    constant as penalising every node and replaying every op (float sums: to 1e-9 relative)."""
+    from problems.intraop.model import IntraopProblem
+    from problems.intraop.reduce import plan_replay, run_replay
+    from problems.intraop.relaxed import penalised_nodes
+
+    rng = np.random.default_rng(2000 + seed)
+    n = 6 + seed % 8
+    p = random_instance(n, 2000 + seed, max_k=3, edge_p=0.3 + 0.1 * (seed % 4), limit_quantile=None)
+    p = _with_bijections(p, seed, seed % 4)
+    usage = p.node_usage.copy()
+    for v in rng.choice(n, size=n // 2, replace=False):  # half the nodes: the same usage for every strategy
+        usage[p.node_ptr[v]:p.node_ptr[v + 1]] = usage[p.node_ptr[v]]
+    p = IntraopProblem(name=p.name, node_ptr=p.node_ptr, node_cost=p.node_cost, node_usage=usage, start=p.start,
+                       end=p.end, edge_u=p.edge_u, edge_v=p.edge_v, edge_ptr=p.edge_ptr, edge_cost=p.edge_cost,
+                       usage_limit=None)
+    net = build_network(p)
+    plan = plan_reduction(net, max_fill=None if seed % 2 else 2, max_work=None, contract=seed % 3 > 0)
+    replay = plan_replay(plan, net, penalised_nodes(net))
+    assert replay.num_ops <= plan.num_ops
+    work2 = replay.base_work.copy()
+    for _ in range(3):  # the constant tables stay valid from one weight vector to the next
+        w = rng.random(n) * 5
+        theta = np.empty(len(net.unary))
+        K.penalised_unary(net.unary, net.usage, net.ptr, w, theta)
+        work = new_work(net, plan)
+        run_plan(plan, net, theta, work)
+        theta2 = np.empty(len(net.unary))
+        run_replay(replay, plan, net, w, theta2, work2)
+        for t in set(plan.adj_tab.tolist()):  # a table made from an unpenalised node: shifted by a constant
+            a = slice(plan.tab_off[t], plan.tab_off[t] + net.k[plan.tab_x[t]] * net.k[plan.tab_y[t]])
+            assert np.ptp(work2[a] - work[a]) <= 1e-9 * (1 + np.abs(work[a]).max())
+        for v in range(n):  # every node: eliminated ones are read again by the reconstruction
+            d = theta2[net.ptr[v]:net.ptr[v + 1]] - theta[net.ptr[v]:net.ptr[v + 1]]
+            assert np.ptp(d) <= 1e-9 * (1 + np.abs(theta[net.ptr[v]:net.ptr[v + 1]]).max())
