@@ -35,6 +35,8 @@ from problems.intraop.relaxed import Prepared, RelaxedSolver
 #: known cost or near 1.003 (a worse basin it does not leave); restarting after 30 reached
 #: the better one in 5 of 6 seeds (never restarting: 3 of 6; after 15: worse, 0 of 3).
 RESTART_AFTER = 30
+#: Cap on the accelerated lowering of the weights after feasible relaxed solutions in a row.
+MAX_STREAK = 8
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,9 @@ class PenaltySearch:
         down: factor for all weights after a feasible relaxed solution.
         jitter: relative size of the random perturbation of every update.
         min_weight: floor for raised weights.
+        max_streak: after ``j`` feasible relaxed solutions in a row the weights are lowered by
+            ``down ** min(j, max_streak)``, so that a search started far above the scale where the
+            limit binds gets there in a few iterations instead of a hundred (1: always ``down``).
         restart_after: after this many iterations without a new best, go back to the
             best solution and the weights that produced it, strongly perturbed (0: never).
             Default :data:`RESTART_AFTER`.
@@ -75,12 +80,14 @@ class PenaltySearch:
 
     def __init__(self, prep: Prepared, weight: float | NDArray[np.float64], seed: int, *,
                  up: float = 1.6, down: float = 0.93, jitter: float = 0.05, min_weight: float = 1e-3,
-                 restart_after: int | None = None, warm_from_polished: bool = True, solve_options: dict[str, Any] | None = None) -> None:
+                 max_streak: int = MAX_STREAK, restart_after: int | None = None, warm_from_polished: bool = True, solve_options: dict[str, Any] | None = None) -> None:
         self.prep = prep
         self.rng = np.random.default_rng(seed)
         n = prep.problem.n
         w = np.full(n, float(weight)) if np.isscalar(weight) else np.array(weight, dtype=np.float64)
         self.up, self.down, self.jitter, self.min_weight = up, down, jitter, min_weight
+        self.max_streak = max(1, max_streak)
+        self._streak = 0
         self.solve_options = dict(solve_options or {})
         self.restart_after = RESTART_AFTER if restart_after is None else restart_after
         self.warm_from_polished = warm_from_polished
@@ -139,8 +146,10 @@ class PenaltySearch:
             found = self._offer(polished)
             if self.warm_from_polished:
                 self.current = polished
-            self.weight *= self.down * self._noise(problem.n)
+            self._streak += 1
+            self.weight *= self.down ** min(self._streak, self.max_streak) * self._noise(problem.n)
             return found
+        self._streak = 0
         found = None
         cand = sol.copy()
         if greedy.repair(self.tracker, cand):
