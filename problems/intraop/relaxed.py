@@ -109,7 +109,7 @@ class RelaxedSolver:
 
     def solve(self, weight: NDArray[np.float64], rng: np.random.Generator,
               warm: NDArray[np.int64] | None = None, *, max_sweeps: int = 40, patience: int = 3,
-              trws_iterations: int = 4) -> NDArray[np.int64]:
+              trws_iterations: int = 4, reset_messages: bool = False) -> NDArray[np.int64]:
         """An assignment of all nodes that is (near-)optimal for the relaxed problem.
 
         Args:
@@ -118,6 +118,10 @@ class RelaxedSolver:
             warm: previous assignment to start the core from (else each core node's best unary).
             max_sweeps: forest sweeps at most.
             patience: stop after this many sweeps without a strict improvement.
+            trws_iterations: TRW-S iterations (a forward and a backward pass each) on the core.
+            reset_messages: start TRW-S from zero messages instead of the last solve's. Warm
+                messages can sit where their labelling is far from the relaxed optimum for the
+                new weights (on instance C: energy 117e9, against 86e9 after 300 cold iterations).
 
         Returns:
             int64[n]; exactly optimal when the core is empty or tiny.
@@ -133,6 +137,8 @@ class RelaxedSolver:
             if warm is None:
                 for v in core.tolist():
                     sol[v] = int(np.argmin(self.theta[net.ptr[v]:net.ptr[v + 1]]))
+            if reset_messages:
+                self.msg[:] = 0.0
             best = self._trws(sol, trws_iterations) if trws_iterations else self.core_energy(sol)
             stale = 0
             in_s, uf, mark, par = self._i64

@@ -224,3 +224,19 @@ def test_replay_matches_the_full_replay_up_to_constants(seed):
         for v in range(n):  # every node: eliminated ones are read again by the reconstruction
             d = theta2[net.ptr[v]:net.ptr[v + 1]] - theta[net.ptr[v]:net.ptr[v + 1]]
             assert np.ptp(d) <= 1e-9 * (1 + np.abs(theta[net.ptr[v]:net.ptr[v + 1]]).max())
+
+
+def test_reset_messages_solves_as_a_fresh_solver():
+    """TRW-S from zero messages: a solver used before gives what a new one gives (same rng, warm start)."""
+    p = random_instance(40, 5, max_k=4, edge_p=0.3, limit_quantile=None)
+    prep = prepare(p)
+    assert len(prep.plan.core) > 5 and not RelaxedSolver(prep).exhaustive
+    rng = np.random.default_rng(0)
+    used = RelaxedSolver(prep)
+    warm = used.solve(rng.random(p.n) * 3, np.random.default_rng(1))
+    used.solve(rng.random(p.n) * 3, np.random.default_rng(2), warm)
+    assert np.any(used.msg != 0)
+    w = rng.random(p.n) * 3
+    a = used.solve(w, np.random.default_rng(3), warm, reset_messages=True, trws_iterations=20)
+    b = RelaxedSolver(prep).solve(w, np.random.default_rng(3), warm, trws_iterations=20)
+    assert a.tolist() == b.tolist()
