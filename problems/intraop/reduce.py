@@ -26,6 +26,11 @@ table ``f_vx`` becomes the ``u``-``x`` table ``f_vx(pi(a), c)`` (added to an exi
 one). No table grows (``k_u = k_v``). The optimum is unchanged whenever the
 network has a solution below FORBIDDEN (those all satisfy ``s_v = pi(s_u)``).
 On instance A this takes the core from 7,072 nodes to a few hundred.
+
+Also with ``contract``, a node with a single strategy is eliminated whatever its degree: each
+of its tables becomes a unary term of the neighbour (``theta_x(a) += f_xv(a, 0)``), exact for
+any network. Such nodes (a third of instances C and M) otherwise stay in the core wherever
+their degree exceeds 2, joining neighbours that have nothing to decide between them.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from problems.intraop.network import PairNetwork
 ELIM0, ELIM1, ELIM2 = 0, 1, 2
 #: ``contract``: merge ``v`` into ``u`` (unary part), and move one of ``v``'s other tables to ``u``
 MERGE, MOVE = 3, 4
+#: ``contract``: fold a single-strategy node's table into its neighbour's unary (the node then gets ELIM0)
+FOLD = 5
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +67,8 @@ class ReductionPlan:
             an existing u-w table merged into the result (-1 if none), ``op_out`` the new table.
             MERGE (``v`` into ``u`` along the bijection ``op_t1``) is followed by one MOVE per
             other neighbour ``op_w`` of ``v`` (its table ``op_t2`` re-indexed onto ``u``).
+            FOLD adds the table ``op_t1`` of a single-strategy ``v`` to ``op_u``'s unary; one per
+            neighbour, then an ELIM0 for ``v``.
         tab_x, tab_y, tab_off: int32/int32/int64[tables], all tables; offsets into the working array.
         work_size: length of the working array (network tables followed by new ones).
         core: int64[c], sorted nodes left after elimination.
@@ -89,7 +98,7 @@ class ReductionPlan:
 
 
 def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: int | None = 1 << 22,
-                   contract: bool = False) -> ReductionPlan:
+                   contract: bool = False, fold: bool | None = None) -> ReductionPlan:
     """Plan the elimination of degree <= 2 nodes until none is left.
 
     Args:
@@ -97,8 +106,11 @@ def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: i
         max_fill: a degree-2 node is kept in the core when its new table would have more
             than ``max(max_fill, k_u k_v, k_v k_w)`` entries; None: no limit.
         max_work: ... or when computing it takes more than ``max_work`` steps (``k_u k_v k_w``); None: no limit.
-        contract: also merge nodes joined by a bijection table of the network (module docstring).
+        contract: also merge nodes joined by a bijection table of the network, and eliminate
+            single-strategy nodes of any degree (module docstring).
+        fold: eliminate single-strategy nodes of any degree (default: as ``contract``).
     """
+    fold = contract if fold is None else fold
     n_tabs = len(net.tab_x)
     bij = (_bijections(net.tabs, net.tab_off, net.tab_x.astype(np.int64), net.tab_y.astype(np.int64), net.k,
                        float(FORBIDDEN)).tolist() if contract else [False] * n_tabs)
@@ -134,7 +146,7 @@ def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: i
         return None
 
     def eligible(x: int) -> bool:
-        return len(adj[x]) <= 2 or nbij[x] > 0
+        return len(adj[x]) <= 2 or nbij[x] > 0 or (fold and k[x] == 1)
 
     queue = deque(v for v in range(n) if eligible(v))
     queued = [eligible(v) for v in range(n)]
@@ -151,7 +163,14 @@ def plan_reduction(net: PairNetwork, *, max_fill: int | None = 4096, max_work: i
             continue
         nbrs = list(adj[v].items())
         merge = bijection_nbr(v)
-        if merge is not None and len(nbrs) > 1:
+        if fold and k[v] == 1 and len(nbrs) > 1:
+            for x, t1 in nbrs:
+                ops.append((FOLD, v, x, -1, t1, -1, -1, -1))
+                del adj[x][v]
+                drop(t1)
+                push(x)
+            ops.append((ELIM0, v, -1, -1, -1, -1, -1, -1))
+        elif merge is not None and len(nbrs) > 1:
             u, t1 = merge
             ops.append((MERGE, v, u, -1, t1, -1, -1, -1))
             del adj[u][v]
@@ -274,6 +293,10 @@ def _run(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k,
                     if t3 >= 0:
                         x += pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c)
                     work[out + a * kw + c] = x
+        elif kind[i] == 5:
+            u = op_u[i]
+            for a in range(k[u]):
+                theta[ptr[u] + a] += pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, 0)
 
 
 @njit(nogil=True, cache=True)
@@ -331,7 +354,7 @@ def run_plan(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64], 
 def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol):  # pragma: no cover
     for i in range(len(kind) - 1, -1, -1):
         v = op_v[i]
-        if kind[i] == 4:
+        if kind[i] == 4 or kind[i] == 5:
             continue
         if kind[i] == 3:
             sol[v] = _image(work, tab_off, tab_x, k, op_t1[i], op_u[i], sol[op_u[i]], v)
@@ -356,3 +379,98 @@ def reconstruct(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64
     """Fill the eliminated nodes of ``sol`` (core nodes must be set) after :func:`run_plan`."""
     _reconstruct(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2,
                  plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, sol)
+
+
+@njit(nogil=True, cache=True)
+def _dependent_ops(kind, op_v, op_u, op_t1, op_t2, op_t3, op_out, n_tables, varying):  # pragma: no cover
+    """bool[ops]: the ops whose result depends on a ``varying`` node's unary costs.
+
+    A node's unary becomes dependent when a dependent op adds to it (ELIM1, MERGE, FOLD),
+    a table when a dependent op writes it (ELIM2, MOVE)."""
+    node = varying.copy()
+    tab = np.zeros(n_tables, dtype=np.bool_)
+    dep = np.zeros(len(kind), dtype=np.bool_)
+    for i in range(len(kind)):
+        kd = kind[i]
+        d = False
+        if kd == 1 or kd == 3:
+            d = node[op_v[i]] or tab[op_t1[i]]
+        elif kd == 2:
+            d = node[op_v[i]] or tab[op_t1[i]] or tab[op_t2[i]] or (op_t3[i] >= 0 and tab[op_t3[i]])
+        elif kd == 4:
+            d = tab[op_t1[i]] or tab[op_t2[i]] or (op_t3[i] >= 0 and tab[op_t3[i]])
+        elif kd == 5:
+            d = tab[op_t1[i]]
+        dep[i] = d
+        if d:
+            if kd == 1 or kd == 3 or kd == 5:
+                node[op_u[i]] = True
+            elif kd == 2 or kd == 4:
+                tab[op_out[i]] = True
+    return dep
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """:func:`run_plan` split once into the part that depends on the penalty weights and the rest.
+
+    Only nodes whose usage differs between strategies (``varying``) get a penalty: for the others
+    ``w_v m_v`` is the same for every strategy, a constant that changes no choice. The ops that no
+    varying node reaches give the same numbers for every weight vector, so they run once, here:
+    ``base_theta`` is the unary costs plus their contributions and ``base_work`` the working tables
+    with their output tables. Each solve then replays only ``ops`` (the dependent ones, in order).
+    On contest instances they are under 5 % of the replay's arithmetic.
+
+    Attributes:
+        varying: bool[n]; varying_nodes: int64[v], the same as indices.
+        base_theta: float64[K]; base_work: float64[plan.work_size] (read-only; copy per search).
+        ops: (kind, v, u, w, t1, t2, t3, out) of the dependent ops, as in :class:`ReductionPlan`.
+    """
+
+    varying: NDArray[np.bool_]
+    varying_nodes: NDArray[np.int64]
+    base_theta: NDArray[np.float64]
+    base_work: NDArray[np.float64]
+    ops: tuple[NDArray[np.int64], ...]
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.ops[0])
+
+
+def plan_replay(plan: ReductionPlan, net: PairNetwork, varying: NDArray[np.bool_]) -> Replay:
+    """Run the ops of ``plan`` that no ``varying`` node reaches, and keep the others for :func:`run_replay`."""
+    cols = (plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3,
+            plan.op_out)
+    dep = _dependent_ops(cols[0], plan.op_v, plan.op_u, plan.op_t1, plan.op_t2, plan.op_t3, plan.op_out,
+                         len(plan.tab_x), np.asarray(varying, dtype=np.bool_))
+    theta = np.array(net.unary, dtype=np.float64)
+    work = new_work(net, plan)
+    tmp = np.empty(int(net.k.max()), dtype=np.float64)
+    const = ~dep
+    _run(*(c[const] for c in cols), plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp)
+    for a in (theta, work):
+        a.flags.writeable = False
+    varying = np.array(varying, dtype=np.bool_)
+    return Replay(varying, np.flatnonzero(varying).astype(np.int64), theta, work,
+                  tuple(np.ascontiguousarray(c[dep]) for c in cols))
+
+
+@njit(nogil=True, cache=True)
+def _penalise(base, usage, ptr, weight, nodes, theta):  # pragma: no cover - jitted
+    theta[:] = base
+    for v in nodes:
+        w = weight[v]
+        for j in range(ptr[v], ptr[v + 1]):
+            theta[j] += w * usage[j]
+
+
+def run_replay(replay: Replay, plan: ReductionPlan, net: PairNetwork, weight: NDArray[np.float64],
+               theta: NDArray[np.float64], work: NDArray[np.float64]) -> None:
+    """``theta`` (float64[K], overwritten) and ``work`` (a copy of ``replay.base_work``, kept between calls)
+    as after :func:`~problems.intraop._kernels.penalised_unary` and :func:`run_plan` for ``weight``, except
+    that each node's unary costs may differ by a constant (the same for all its strategies): the same
+    relaxed optimum and the same choices."""
+    _penalise(replay.base_theta, net.usage, net.ptr, weight, replay.varying_nodes, theta)
+    tmp = np.empty(int(net.k.max()), dtype=np.float64)
+    _run(*replay.ops, plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp)

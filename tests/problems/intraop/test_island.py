@@ -30,3 +30,14 @@ def test_reports_only_feasible_improvements_never_below_the_optimum():
         for cost, found in reports:
             ev = evaluate(p, found.solution)
             assert ev.feasible and ev.cost == cost >= best
+
+
+def test_every_search_makes_its_probe_iterations_before_the_ranking():
+    p = random_instance(30, 4, max_k=4, limit_quantile=0.3)
+    island = IntraopIsland(prepare(p), 0, probe_iterations=6)
+    for _ in range(40):
+        island.step(0.002, lambda cost, found: None)
+        its = [s.iterations for s in island.searches]
+        if min(its) < 6:  # the least advanced goes first: no search gets ahead by more than one
+            assert max(its) <= min(its) + 1
+    assert min(s.iterations for s in island.searches) >= 6

@@ -13,9 +13,9 @@ from problems.intraop.relaxed import RelaxedSolver, prepare
 from tests.problems.intraop.reference import relaxed_optimum, relaxed_value
 
 
-def _reduced_optimum(p, weight, max_fill):
+def _reduced_optimum(p, weight, max_fill, contract=False):
     net = build_network(p)
-    plan = plan_reduction(net, max_fill=max_fill, max_work=None if max_fill is None else 1 << 22)
+    plan = plan_reduction(net, max_fill=max_fill, max_work=None if max_fill is None else 1 << 22, contract=contract)
     theta = np.empty(len(net.unary))
     K.penalised_unary(net.unary, net.usage, net.ptr, weight.astype(np.float64), theta)
     work = new_work(net, plan)
@@ -120,20 +120,11 @@ def test_bijection_contraction_keeps_the_relaxed_optimum(seed):
     p = _with_bijections(p, seed, 1 + seed % 5)
     w = rng.integers(0, 4, size=n)
     want = relaxed_optimum(p, w.tolist())
-    net = build_network(p)
-    plan = plan_reduction(net, max_fill=None, max_work=None, contract=True)
-    theta = np.empty(len(net.unary))
-    K.penalised_unary(net.unary, net.usage, net.ptr, w.astype(np.float64), theta)
-    work = new_work(net, plan)
-    run_plan(plan, net, theta, work)
-    sol = np.zeros(p.n, dtype=np.int64)
-    if len(plan.core):
-        K.exhaustive(plan.core, sol, theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
-                     work, plan.tab_off, plan.tab_x)
-    reconstruct(plan, net, theta, work, sol)
+    plan, sol, _ = _reduced_optimum(p, w, None, contract=True)
     if want < FORBIDDEN:  # some solution avoids every forbidden entry: the optimum is kept exactly
         assert relaxed_value(p, w.tolist(), sol.tolist()) == want
-    assert len(plan.core) + int(np.sum(plan.op_kind != 4)) == n  # every node merged, eliminated or core
+    # every node merged, eliminated or core (MOVE and FOLD ops come with a node's MERGE or ELIM0)
+    assert len(plan.core) + int(np.sum(plan.op_kind < 4)) == n
 
 
 def test_contraction_merges_what_elimination_cannot():
@@ -153,3 +144,99 @@ def test_contraction_merges_what_elimination_cannot():
     net = build_network(p)
     assert len(plan_reduction(net).core) == 4
     assert len(plan_reduction(net, contract=True).core) == 0
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_single_strategy_nodes_leave_the_core_exactly(seed):
+    """Dense random networks with single-strategy nodes of high degree: with ``contract`` none stays in
+    the core, and the relaxed optimum (brute force) is kept for any network, forbidden entries or not."""
+    rng = np.random.default_rng(1000 + seed)
+    n = 4 + seed % 5
+    p = random_instance(n, 1000 + seed, max_k=2 + seed % 3, edge_p=0.5 + 0.1 * (seed % 4), limit_quantile=None,
+                        self_loops=seed % 2 == 0, forbidden_p=0.15 if seed % 3 == 0 else 0.0)
+    w = rng.integers(0, 4, size=n)
+    plan, sol, _ = _reduced_optimum(p, w, None, contract=True)
+    assert not np.any(p.num_strategies[plan.core] == 1)
+    want = relaxed_optimum(p, w.tolist())
+    if want < 10**18 or not np.any(plan.op_kind == 3):  # only a bijection merge needs a non-forbidden optimum
+        assert relaxed_value(p, w.tolist(), sol.tolist()) == want
+    assert len(plan.core) + int(np.sum(plan.op_kind < 4)) == n
+
+
+def test_single_strategy_hub_is_folded():
+    """A single-strategy node joined to a 4-clique of 2-strategy nodes (all degrees 4): plain elimination
+    keeps all five in the core; ``contract`` folds the hub's 4 tables into the clique."""
+    from problems.intraop.model import IntraopProblem
+    from problems.intraop.reduce import FOLD
+
+    k = [1, 2, 2, 2, 2]
+    ptr = np.concatenate([[0], np.cumsum(k)])
+    pairs = [(0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4)]
+    rng = np.random.default_rng(7)
+    costs = [rng.integers(0, 20, size=k[a] * k[b]) for a, b in pairs]
+    p = IntraopProblem(name="hub", node_ptr=ptr, node_cost=rng.integers(0, 9, size=ptr[-1]),
+                       node_usage=np.zeros(ptr[-1], dtype=np.int64), start=np.zeros(5, dtype=np.int64),
+                       end=np.ones(5, dtype=np.int64), edge_u=[a for a, _ in pairs], edge_v=[b for _, b in pairs],
+                       edge_ptr=np.concatenate([[0], np.cumsum([len(c) for c in costs])]),
+                       edge_cost=np.concatenate(costs), usage_limit=None)
+    net = build_network(p)
+    assert 0 in plan_reduction(net, max_fill=None, max_work=None).core.tolist()
+    plan = plan_reduction(net, max_fill=None, max_work=None, contract=True)
+    assert int(np.sum(plan.op_kind == FOLD)) == 4 and 0 not in plan.core.tolist()
+    s = RelaxedSolver(prepare(p)).solve(np.zeros(5), np.random.default_rng(0))
+    assert relaxed_value(p, [0] * 5, s.tolist()) == relaxed_optimum(p, [0] * 5)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replay_matches_the_full_replay_up_to_constants(seed):
+    """The split replay gives, per core table and per node's unary costs, the same numbers up to a
+    constant as penalising every node and replaying every op (float sums: to 1e-9 relative)."""
+    from problems.intraop.model import IntraopProblem
+    from problems.intraop.reduce import plan_replay, run_replay
+    from problems.intraop.relaxed import penalised_nodes
+
+    rng = np.random.default_rng(2000 + seed)
+    n = 6 + seed % 8
+    p = random_instance(n, 2000 + seed, max_k=3, edge_p=0.3 + 0.1 * (seed % 4), limit_quantile=None)
+    p = _with_bijections(p, seed, seed % 4)
+    usage = p.node_usage.copy()
+    for v in rng.choice(n, size=n // 2, replace=False):  # half the nodes: the same usage for every strategy
+        usage[p.node_ptr[v]:p.node_ptr[v + 1]] = usage[p.node_ptr[v]]
+    p = IntraopProblem(name=p.name, node_ptr=p.node_ptr, node_cost=p.node_cost, node_usage=usage, start=p.start,
+                       end=p.end, edge_u=p.edge_u, edge_v=p.edge_v, edge_ptr=p.edge_ptr, edge_cost=p.edge_cost,
+                       usage_limit=None)
+    net = build_network(p)
+    plan = plan_reduction(net, max_fill=None if seed % 2 else 2, max_work=None, contract=seed % 3 > 0)
+    replay = plan_replay(plan, net, penalised_nodes(net))
+    assert replay.num_ops <= plan.num_ops
+    work2 = replay.base_work.copy()
+    for _ in range(3):  # the constant tables stay valid from one weight vector to the next
+        w = rng.random(n) * 5
+        theta = np.empty(len(net.unary))
+        K.penalised_unary(net.unary, net.usage, net.ptr, w, theta)
+        work = new_work(net, plan)
+        run_plan(plan, net, theta, work)
+        theta2 = np.empty(len(net.unary))
+        run_replay(replay, plan, net, w, theta2, work2)
+        for t in set(plan.adj_tab.tolist()):  # a table made from an unpenalised node: shifted by a constant
+            a = slice(plan.tab_off[t], plan.tab_off[t] + net.k[plan.tab_x[t]] * net.k[plan.tab_y[t]])
+            assert np.ptp(work2[a] - work[a]) <= 1e-9 * (1 + np.abs(work[a]).max())
+        for v in range(n):  # every node: eliminated ones are read again by the reconstruction
+            d = theta2[net.ptr[v]:net.ptr[v + 1]] - theta[net.ptr[v]:net.ptr[v + 1]]
+            assert np.ptp(d) <= 1e-9 * (1 + np.abs(theta[net.ptr[v]:net.ptr[v + 1]]).max())
+
+
+def test_reset_messages_solves_as_a_fresh_solver():
+    """TRW-S from zero messages: a solver used before gives what a new one gives (same rng, warm start)."""
+    p = random_instance(40, 5, max_k=4, edge_p=0.3, limit_quantile=None)
+    prep = prepare(p)
+    assert len(prep.plan.core) > 5 and not RelaxedSolver(prep).exhaustive
+    rng = np.random.default_rng(0)
+    used = RelaxedSolver(prep)
+    warm = used.solve(rng.random(p.n) * 3, np.random.default_rng(1))
+    used.solve(rng.random(p.n) * 3, np.random.default_rng(2), warm)
+    assert np.any(used.msg != 0)
+    w = rng.random(p.n) * 3
+    a = used.solve(w, np.random.default_rng(3), warm, reset_messages=True, trws_iterations=20)
+    b = RelaxedSolver(prep).solve(w, np.random.default_rng(3), warm, trws_iterations=20)
+    assert a.tolist() == b.tolist()

@@ -77,6 +77,21 @@ def test_search_best_never_gets_worse():
     assert costs and costs == sorted(costs, reverse=True)
 
 
+def test_weights_fall_faster_after_feasible_solutions_in_a_row():
+    """Without a usage limit every relaxed solution is feasible: after iteration j (1-based) the
+    weights are the start times down^min(1, cap) * ... * down^min(j, cap) (no jitter)."""
+    p = random_instance(12, 3, max_k=3, limit_quantile=None)
+    live = p.end > p.start
+    for cap in (1, 3):
+        s = PenaltySearch(prepare(p), 2.0, seed=0, jitter=0.0, down=0.9, max_streak=cap, restart_after=0)
+        want = 2.0
+        for j in range(1, 7):
+            s.iterate()
+            want *= 0.9 ** min(j, cap)
+            np.testing.assert_allclose(s.weight[live], want, rtol=1e-12)
+            assert np.all(s.weight[~live] == 0)
+
+
 SHARED = __import__("pathlib").Path(__file__).resolve().parents[4] / "shared" / "data" / "iopddl"
 
 
