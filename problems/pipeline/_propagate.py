@@ -24,7 +24,8 @@ Propagation after every decision (all sound: no value of any valid completion is
   edges to its decided neighbours' chips, paths from the chips that reach it and to the
   chips it reaches), close such a triangle. Only facts implied by the assignment are used,
   so no value of a valid completion is removed; values inside the interval are checked
-  when chosen. Without ``tri_prop`` the triangle is only forward-checked on the chip graph
+  when chosen. This runs after the decisions that add a chip edge (it costs O(n + m)).
+  Without ``tri_prop`` the triangle is only forward-checked on the chip graph
   of the assigned nodes (violations through undecided nodes surface late, and
   chronological backtracking undoes decisions one by one);
 * memory: ``param(chip) + max size_out(chip) <= M`` (a necessary condition; the exact
@@ -448,10 +449,8 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
             if size_out[u] > mout[val]:
                 mout[val] = size_out[u]
             new_edge = False
-            alone = True  # no decided neighbour
             for e in range(pred_ptr[u], pred_ptr[u + 1]):
                 p = pred[e]
-                alone = alone and chips[p] < 0
                 if chips[p] >= 0 and chips[p] != val:
                     ccnt[chips[p], val] += 1
                     new_edge = new_edge or ccnt[chips[p], val] == 1
@@ -459,7 +458,6 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
                     ep += 1
             for e in range(succ_ptr[u], succ_ptr[u + 1]):
                 w = succ[e]
-                alone = alone and chips[w] < 0
                 if chips[w] >= 0 and chips[w] != val:
                     ccnt[val, chips[w]] += 1
                     new_edge = new_edge or ccnt[val, chips[w]] == 1
@@ -469,10 +467,10 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
                 ok = False
             elif no_triangle and not prop and new_edge and _triangle(ccnt, c, reach):
                 ok = False
-            # a decision that joins its decided neighbours' chip adds no chip edge; skipping the
-            # propagation then only prunes less (the chip graph, checked at every new edge,
-            # stays triangle-free), and it costs O(n + m) per run
-            if ok and prop and (new_edge or alone):
+            # propagate only when a chip edge appears: skipping it otherwise only prunes less
+            # (facts through undecided nodes wait for the next new edge; the chip graph, checked
+            # at every new edge, stays triangle-free), and each run costs O(n + m)
+            if ok and prop and new_edge:
                 ok, tp = _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, amask, bmask,
                                          dp, ds, dsucc, reach, anc, two, queue, inq, succ_ptr, succ, pred_ptr,
                                          pred)
