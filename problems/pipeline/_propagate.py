@@ -318,7 +318,7 @@ def _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, a
 @njit(cache=True, nogil=True)
 def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem_limit,
                     succ_ptr, succ, pred_ptr, pred, param, size_out, max_fails, tri_prop=True,
-                    domains=None):
+                    domains=None, nearest=False):
     """Decide the nodes of ``seq`` in order, propagating and backtracking.
 
     Args:
@@ -334,6 +334,9 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
         domains: optional int64[2, n] that receives the final ``lo`` and ``hi`` of every
             node when the search ends with status 0 (for tests: ``seq`` may then be a
             prefix, and the domains are those of the undecided nodes after propagation).
+        nearest: FIX's repair: a node whose ``first`` value is out of its domain (or
+            failed) takes the untried value nearest to it (ties at random) instead of a
+            sampled one; a node without a ``first`` value is sampled as usual.
         max_fails: backtracks (returns to an earlier decision, each undoing it) allowed
             before giving up (status 2); a value rejected by propagation is not one.
     Returns:
@@ -395,6 +398,19 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
             val = f
         elif greedy:
             val = -1
+        elif k > 0 and nearest and f >= 0:
+            # the repaired chip stays as close to the proposal as the domain allows
+            best_d = c + 1
+            ties = 0
+            for i in range(k):
+                d = abs(cand[i] - f)
+                if d < best_d:
+                    best_d = d
+                    ties = 0
+                if d == best_d:
+                    cand[ties] = cand[i]
+                    ties += 1
+            val = cand[np.random.randint(0, ties)]
         elif k > 0:
             total = 0.0
             if use_w:

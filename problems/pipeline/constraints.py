@@ -342,10 +342,11 @@ class ConstraintSolver:
 
     def fix(self, assignment: Any, order: Any = None, rng: np.random.Generator | None = None) -> Outcome:
         """FIX (Algorithm 2): keep every proposed chip that is still in its node's domain
-        when the node is visited in ``order``, then decide the rest uniformly at random
-        from their domains (with backtracking, which may also revise a kept chip if the
-        kept ones admit no completion). If one short attempt at that runs out of backtracks, the nodes are
-        decided in ``order``, each trying its proposed chip first; then CP-SAT.
+        when the node is visited in ``order``, then repair the rest, each taking the chip
+        of its domain nearest to its proposed one (ties at random; with backtracking, which
+        may also revise a kept chip if the kept ones admit no completion). If one short
+        attempt at that runs out of backtracks, the nodes are decided in ``order``, each
+        trying its proposed chip (then the nearest one) first; then CP-SAT.
 
         Args:
             assignment: int[n] proposed chip per node (values outside 0..C-1 are never kept).
@@ -370,17 +371,16 @@ class ConstraintSolver:
 
         # (one short attempt: random proposals often admit no completion, and then the whole
         # budget spent here would be lost; pass 3 below is the complete search)
-        status, chips, fails = self._kernel(seq2, np.where(kept, y, -1), self._no_weights, False, self._seed(rng),
-                                            *self._args, self._short(), self.propagate_triangle)
+        status, chips, fails = self._kernel(seq2, y, self._no_weights, False, self._seed(rng), *self._args,
+                                            self._short(), self.propagate_triangle, nearest=True)
         if status == BUDGET:
             # the kept chips admit no completion the budget could find: decide in the given
             # order instead, each node trying its proposed chip first (kept chips may go)
-            status, chips, more = self._run(seq, y, self._no_weights, rng)
+            status, chips, more = self._run(seq, y, self._no_weights, rng, nearest=True)
             fails += more
             if status == BUDGET:
                 return self._fallback(np.where(y >= 0, y, rng.integers(0, c, n)), fails, rng)
-            return self._finish(status, chips, fails, int((chips == y).sum()))
-        return self._finish(status, chips, fails, int(kept.sum()))
+        return self._finish(status, chips, fails, int((chips == y).sum()))
 
     def _fallback(self, target: NDArray[np.int64], fails: int, rng: np.random.Generator,
                   count_kept: bool = True) -> Outcome:
@@ -431,7 +431,7 @@ class ConstraintSolver:
         return np.ascontiguousarray(seq)
 
     def _run(self, seq: NDArray[np.int64], first: NDArray[np.int64], weights: NDArray[np.float64],
-             rng: np.random.Generator) -> tuple[int, NDArray[np.int64], int]:
+             rng: np.random.Generator, nearest: bool = False) -> tuple[int, NDArray[np.int64], int]:
         """The search with randomized restarts: chronological backtracking has heavy tails
         (a triangle conflict found late is undone decision by decision), so short attempts
         with fresh random choices come first; the last attempt has the whole budget, so
@@ -444,12 +444,13 @@ class ConstraintSolver:
             if total + short >= int(self.max_fails):
                 break
             status, chips, fails = self._kernel(seq, first, weights, False, self._seed(rng), *self._args, short,
-                                                self.propagate_triangle)
+                                                self.propagate_triangle, nearest=nearest)
             total += fails
             if status != BUDGET:
                 return status, chips, total
         status, chips, fails = self._kernel(seq, first, weights, False, self._seed(rng), *self._args,
-                                            max(0, int(self.max_fails) - total), self.propagate_triangle)
+                                            max(0, int(self.max_fails) - total), self.propagate_triangle,
+                                            nearest=nearest)
         return status, chips, total + fails
 
     def _short(self) -> int:

@@ -181,3 +181,23 @@ def test_propagation_solves_what_the_forward_check_could_not() -> None:
             else:
                 assert status == BUDGET
     assert wins[True] == 20 and wins[False] <= 2, wins
+
+
+def test_fix_repairs_a_node_to_the_nearest_chip_of_its_domain() -> None:
+    """A chain a0 -> a1 -> a2 -> a3 on chips 0..3 and five nodes a0 -> x -> a1 proposed on
+    chip 3: no x can stay there (a1 and everything after it would leave chips 1 and 2
+    empty), each x's domain becomes {0, 1} once a1 is kept, and FIX moves every x to 1,
+    the chip nearest to its proposal (a uniform repair would pick 0 half of the time)."""
+    m = 5
+    edges = [(0, 1), (1, 2), (2, 3)] + [(0, 4 + i) for i in range(m)] + [(4 + i, 1) for i in range(m)]
+    n = 4 + m
+    p = PipelineProblem(name="fan", work=np.ones(n), size_param=np.zeros(n, np.int64),
+                        size_out=np.ones(n, np.int64), edges=edges, bandwidth=1.0, memory=None)
+    y = np.array([0, 1, 2, 3] + [3] * m)
+    solver = ConstraintSolver(p, Constraints(chips=4, ring=True, no_triangle=True))
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        out = solver.fix(y, rng=rng)
+        assert out.valid and out.chips is not None
+        assert out.chips.tolist() == [0, 1, 2, 3] + [1] * m, out.chips
+        assert first_violation(p, tuple(out.chips.tolist()), 4, ring=True, triangle=True, memory=False) is None
