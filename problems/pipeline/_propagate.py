@@ -14,9 +14,20 @@ Propagation after every decision (all sound: no value of any valid completion is
   two nodes ``a`` -> ... -> ``b`` in the wrong order can be swapped within their
   intervals (``lo(a) <= lo(b)``, ``hi(a) <= hi(b)``), and a monotone set of
   representatives extends to all nodes, so a partial assignment passes iff it extends;
-* ``no_triangle``: a new chip edge is checked against the chip graph of the assigned
-  nodes (a forward check: violations through unassigned nodes surface when they are
-  decided, and chronological backtracking undoes the decision at fault);
+* ``no_triangle`` (with ``tri_prop``, :func:`_triangle_prune`): the chip edges of the
+  assigned nodes are certain, and so is a chip path ``a -> ... -> b`` wherever a graph path
+  runs from a node on chip a to a node on chip b through undecided nodes only (labels are
+  monotone along it). If a certain direct edge ``a -> b`` has a certain path of two or more
+  edges, no completion is valid (a dead end, found before the nodes in between are
+  decided). Then every undecided node next to a decided one gets its bounds tightened: a
+  value x is removed if deciding the node on x would, with the facts it implies (direct
+  edges to its decided neighbours' chips, paths from the chips that reach it and to the
+  chips it reaches), close such a triangle. Only facts implied by the assignment are used,
+  so no value of a valid completion is removed; values inside the interval are checked
+  when chosen. This runs after the decisions that add a chip edge (it costs O(n + m)).
+  Without ``tri_prop`` the triangle is only forward-checked on the chip graph
+  of the assigned nodes (violations through undecided nodes surface late, and
+  chronological backtracking undoes decisions one by one);
 * memory: ``param(chip) + max size_out(chip) <= M`` (a necessary condition; the exact
   peak needs the schedule and is checked afterwards).
 
@@ -84,8 +95,230 @@ def _triangle(ccnt, c, reach):
 
 
 @njit(cache=True, nogil=True)
+def _bit_index(low):
+    """Index of the single set bit of ``low`` (a power of two below 2^63; exact in float)."""
+    return np.int64(np.log2(np.float64(low)) + 0.5)
+
+
+@njit(cache=True, nogil=True)
+def _topo(n, succ_ptr, succ, pred_ptr):
+    """A topological order (Kahn, smallest index first among ready nodes is not promised)."""
+    indeg = np.empty(n, np.int64)
+    out = np.empty(n, np.int64)
+    k = 0
+    for v in range(n):
+        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
+        if indeg[v] == 0:
+            out[k] = v
+            k += 1
+    h = 0
+    while h < k:
+        x = out[h]
+        h += 1
+        for e in range(succ_ptr[x], succ_ptr[x + 1]):
+            w = succ[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                out[k] = w
+                k += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _bounds(queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred):
+    """Bounds consistency along edges from the ``qt`` queued nodes; returns (ok, tp)."""
+    n = lo.shape[0]
+    qh = 0
+    ok = True
+    while qh < qt and ok:
+        x = queue[qh % (n + 1)]
+        qh += 1
+        inq[x] = False
+        for e in range(succ_ptr[x], succ_ptr[x + 1]):
+            w = succ[e]
+            if lo[w] < lo[x]:
+                if lo[x] > hi[w]:
+                    ok = False
+                    break
+                tp = _set(w, lo[x], hi[w], lo, hi, box, t_node, t_lo, t_hi, tp)
+                if not inq[w]:
+                    inq[w] = True
+                    queue[qt % (n + 1)] = w
+                    qt += 1
+        if not ok:
+            break
+        for e in range(pred_ptr[x], pred_ptr[x + 1]):
+            p = pred[e]
+            if hi[p] > hi[x]:
+                if hi[x] < lo[p]:
+                    ok = False
+                    break
+                tp = _set(p, lo[p], hi[x], lo, hi, box, t_node, t_lo, t_hi, tp)
+                if not inq[p]:
+                    inq[p] = True
+                    queue[qt % (n + 1)] = p
+                    qt += 1
+    while qh < qt:  # a failed propagation leaves nodes queued
+        inq[queue[qh % (n + 1)]] = False
+        qh += 1
+    return ok, tp
+
+
+@njit(cache=True, nogil=True)
+def _value_closes_triangle(x, amask, bmask, dp, ds, dsucc, reach, anc, two):
+    """Would deciding an undecided node on chip ``x`` close a triangle?
+
+    ``amask``/``bmask``: chips of the decided nodes that reach the node / that it reaches
+    through undecided nodes; ``dp``/``ds``: chips of its decided direct predecessors /
+    successors. ``dsucc``, ``reach``, ``anc``, ``two`` (per chip: direct successors, chips
+    reachable, chips reaching it, chips reachable by >= 2 edges) describe the certain chip
+    graph, which has no triangle. The node on x adds edges ``dp -> x -> ds`` and paths
+    ``amask -> x -> bmask``; every new path runs through x, so only chips reaching x (``ax``)
+    and x itself can gain a triangle (see the module docstring).
+    """
+    bx = np.int64(1) << x
+    into = amask & ~bx
+    outof = bmask & ~bx
+    ax = into | anc[x]
+    m = into
+    while m:
+        low = m & -m
+        ax |= anc[_bit_index(low)]
+        m ^= low
+    dx = reach[x] | outof  # everything x reaches afterwards (closed under reach)
+    m = outof
+    while m:
+        low = m & -m
+        dx |= reach[_bit_index(low)]
+        m ^= low
+    pd = dp & ~bx
+    m = ax
+    while m:
+        low = m & -m
+        p = _bit_index(low)
+        m ^= low
+        direct = dsucc[p]
+        if pd & low:
+            direct |= bx
+        longer = two[p] | dx
+        if reach[p] & ax:  # p reaches a chip that reaches x: p -> ... -> x has >= 2 edges
+            longer |= bx
+        if direct & longer:
+            return True
+    two_x = np.int64(0)
+    m = dx
+    while m:
+        low = m & -m
+        two_x |= reach[_bit_index(low)]
+        m ^= low
+    return ((dsucc[x] | (ds & ~bx)) & two_x) != 0
+
+
+@njit(cache=True, nogil=True)
+def _undecided_masks(topo, forward, chips, ptr, adj, mask, direct):
+    """Per undecided node: ``mask`` = chips of the decided nodes linked to it by a path of
+    undecided nodes, ``direct`` = chips of its decided neighbours. ``adj`` holds the
+    predecessors (``forward``: visit in topological order) or the successors (reverse)."""
+    n = chips.shape[0]
+    for i in range(n):
+        v = topo[i] if forward else topo[n - 1 - i]
+        if chips[v] >= 0:
+            continue
+        a = np.int64(0)
+        d = np.int64(0)
+        for e in range(ptr[v], ptr[v + 1]):
+            w = adj[e]
+            if chips[w] >= 0:
+                d |= np.int64(1) << chips[w]
+            else:
+                a |= mask[w]
+        mask[v] = a | d
+        direct[v] = d
+
+
+@njit(cache=True, nogil=True)
+def _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, amask, bmask, dp, ds,
+                    dsucc, reach, anc, two, queue, inq, succ_ptr, succ, pred_ptr, pred):
+    """Triangle propagation after a decision (see the module docstring); returns (ok, tp)."""
+    n = chips.shape[0]
+    _undecided_masks(topo, True, chips, pred_ptr, pred, amask, dp)
+    _undecided_masks(topo, False, chips, succ_ptr, succ, bmask, ds)
+    # the certain chip graph: direct edges, plus paths through undecided nodes
+    for a in range(c):
+        r = np.int64(0)
+        for b in range(a + 1, c):
+            if ccnt[a, b] > 0:
+                r |= np.int64(1) << b
+        dsucc[a] = r
+        reach[a] = r
+    for v in range(n):
+        if chips[v] < 0 and amask[v] != 0 and bmask[v] != 0:
+            m = amask[v]
+            while m:
+                low = m & -m
+                a = _bit_index(low)
+                m ^= low
+                reach[a] |= bmask[v] & ~low
+    for x in range(c - 1, -1, -1):  # chip ids are a topological order of the chip graph
+        m = reach[x]
+        r = m
+        while m:
+            low = m & -m
+            r |= reach[_bit_index(low)]
+            m ^= low
+        reach[x] = r
+    anc[:] = 0
+    for x in range(c):
+        m = reach[x]
+        while m:
+            low = m & -m
+            anc[_bit_index(low)] |= np.int64(1) << x
+            m ^= low
+    for a in range(c):
+        m = reach[a]
+        t = np.int64(0)
+        while m:
+            low = m & -m
+            t |= reach[_bit_index(low)]
+            m ^= low
+        two[a] = t
+        if dsucc[a] & t:
+            return False, tp
+    changed = True
+    while changed:  # bounds moved by the edge propagation expose new ends to test
+        changed = False
+        qt = 0
+        for v in range(n):
+            if chips[v] >= 0 or (dp[v] | ds[v]) == 0:
+                continue
+            l = lo[v]
+            h = hi[v]
+            while l <= h and _value_closes_triangle(h, amask[v], bmask[v], dp[v], ds[v], dsucc, reach, anc, two):
+                h -= 1
+            while l <= h and _value_closes_triangle(l, amask[v], bmask[v], dp[v], ds[v], dsucc, reach, anc, two):
+                l += 1
+            if l > h:
+                for i in range(qt):
+                    inq[queue[i]] = False
+                return False, tp
+            if l != lo[v] or h != hi[v]:
+                tp = _set(v, l, h, lo, hi, box, t_node, t_lo, t_hi, tp)
+                if not inq[v]:
+                    inq[v] = True
+                    queue[qt % (n + 1)] = v
+                    qt += 1
+        if qt:
+            changed = True
+            ok, tp = _bounds(queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred)
+            if not ok:
+                return False, tp
+    return True, tp
+
+
+@njit(cache=True, nogil=True)
 def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem_limit,
-                    succ_ptr, succ, pred_ptr, pred, param, size_out, max_fails):
+                    succ_ptr, succ, pred_ptr, pred, param, size_out, max_fails, tri_prop=True,
+                    domains=None, nearest=False):
     """Decide the nodes of ``seq`` in order, propagating and backtracking.
 
     Args:
@@ -97,6 +330,13 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
             (no backtracking).
         seed: seeds numba's generator (per thread).
         c: chips (<= 62); ring, no_triangle: constraints; mem_limit: bytes (-1: none).
+        tri_prop: propagate the triangle constraint (False: forward-check it only).
+        domains: optional int64[2, n] that receives the final ``lo`` and ``hi`` of every
+            node when the search ends with status 0 (for tests: ``seq`` may then be a
+            prefix, and the domains are those of the undecided nodes after propagation).
+        nearest: FIX's repair: a node whose ``first`` value is out of its domain (or
+            failed) takes the untried value nearest to it (ties at random) instead of a
+            sampled one; a node without a ``first`` value is sampled as usual.
         max_fails: backtracks (returns to an earlier decision, each undoing it) allowed
             before giving up (status 2); a value rejected by propagation is not one.
     Returns:
@@ -131,6 +371,15 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
     reach = np.zeros(c, np.int64)
     cand = np.empty(c, np.int64)
     use_w = weights.shape[0] == n
+    prop = no_triangle and tri_prop
+    topo = _topo(n, succ_ptr, succ, pred_ptr) if prop else np.empty(0, np.int64)
+    amask = np.zeros(n, np.int64)
+    bmask = np.zeros(n, np.int64)
+    dp = np.zeros(n, np.int64)
+    ds = np.zeros(n, np.int64)
+    dsucc = np.zeros(c, np.int64)
+    anc = np.zeros(c, np.int64)
+    two = np.zeros(c, np.int64)
     if ring and not _representatives(box, avail, c):
         return INFEASIBLE, chips, 0
     fails = 0
@@ -149,6 +398,19 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
             val = f
         elif greedy:
             val = -1
+        elif k > 0 and nearest and f >= 0:
+            # the repaired chip stays as close to the proposal as the domain allows
+            best_d = c + 1
+            ties = 0
+            for i in range(k):
+                d = abs(cand[i] - f)
+                if d < best_d:
+                    best_d = d
+                    ties = 0
+                if d == best_d:
+                    cand[ties] = cand[i]
+                    ties += 1
+            val = cand[np.random.randint(0, ties)]
         elif k > 0:
             total = 0.0
             if use_w:
@@ -193,44 +455,10 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
         lv_ep[level] = ep
         lv_val[level] = val
         lv_mout[level] = mout[val]
-        ok = True
         tp = _set(u, val, val, lo, hi, box, t_node, t_lo, t_hi, tp)
-        qh = 0
-        qt = 0
-        queue[qt] = u
-        qt += 1
+        queue[0] = u
         inq[u] = True
-        while qh < qt and ok:
-            x = queue[qh % (n + 1)]
-            qh += 1
-            inq[x] = False
-            for e in range(succ_ptr[x], succ_ptr[x + 1]):
-                w = succ[e]
-                if lo[w] < lo[x]:
-                    if lo[x] > hi[w]:
-                        ok = False
-                        break
-                    tp = _set(w, lo[x], hi[w], lo, hi, box, t_node, t_lo, t_hi, tp)
-                    if not inq[w]:
-                        inq[w] = True
-                        queue[qt % (n + 1)] = w
-                        qt += 1
-            if not ok:
-                break
-            for e in range(pred_ptr[x], pred_ptr[x + 1]):
-                p = pred[e]
-                if hi[p] > hi[x]:
-                    if hi[x] < lo[p]:
-                        ok = False
-                        break
-                    tp = _set(p, lo[p], hi[x], lo, hi, box, t_node, t_lo, t_hi, tp)
-                    if not inq[p]:
-                        inq[p] = True
-                        queue[qt % (n + 1)] = p
-                        qt += 1
-        while qh < qt:  # a failed propagation leaves nodes queued
-            inq[queue[qh % (n + 1)]] = False
-            qh += 1
+        ok, tp = _bounds(queue, 1, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred)
         if ok:
             chips[u] = val
             psum[val] += param[u]
@@ -253,9 +481,16 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
                     ep += 1
             if mem_limit >= 0 and psum[val] + mout[val] > mem_limit:
                 ok = False
-            elif no_triangle and new_edge and _triangle(ccnt, c, reach):
+            elif no_triangle and not prop and new_edge and _triangle(ccnt, c, reach):
                 ok = False
-            elif ring and not _representatives(box, avail, c):
+            # propagate only when a chip edge appears: skipping it otherwise only prunes less
+            # (facts through undecided nodes wait for the next new edge; the chip graph, checked
+            # at every new edge, stays triangle-free), and each run costs O(n + m)
+            if ok and prop and new_edge:
+                ok, tp = _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, amask, bmask,
+                                         dp, ds, dsucc, reach, anc, two, queue, inq, succ_ptr, succ, pred_ptr,
+                                         pred)
+            if ok and ring and not _representatives(box, avail, c):
                 ok = False
         if ok:
             level += 1
@@ -270,6 +505,9 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
                 tried[level] = 0
             continue
         tried[level] |= np.int64(1) << val  # a rejected value; the node tries another one
+    if domains is not None:
+        domains[0, :] = lo
+        domains[1, :] = hi
     return FOUND, chips, fails
 
 

@@ -254,8 +254,10 @@ class ConstraintSolver:
     dynamic ones (the exact memory peak under the canonical schedule, the user check)
     are tested on the finished partition, which is rejected (and counted) if they fail.
     Propagation is exact for constraints 1 and 2 (no backtracking needed); the triangle
-    constraint is forward-checked and the search backtracks (complete: without a budget it
-    finds a valid partition whenever one exists, or proves that none does). When the
+    constraint is propagated soundly but not exactly (dead ends through undecided nodes,
+    bounds of the nodes next to decided ones), so the search still backtracks (complete:
+    without a budget it finds a valid partition whenever one exists, or proves that none
+    does). When the
     backtracking budget runs out, CP-SAT (:meth:`prove`) decides: it proves infeasibility
     or returns the valid partition closest to the proposal it finds in its time limit.
 
@@ -268,6 +270,9 @@ class ConstraintSolver:
             if none does, this and every later call return ``"infeasible"`` at once.
         fallback_s: later CP-SAT fallbacks (feasibility known) get this many seconds to
             find the valid partition closest to the proposal.
+        propagate_triangle: propagate the triangle constraint (prune chip domains and detect
+            dead ends through undecided nodes); False forward-checks it only (the earlier
+            solver, kept for comparison).
     Attributes:
         counts: calls per outcome (``"valid"``, ``"infeasible"``, ``"unknown"``,
             ``"rejected:<constraint>"``).
@@ -278,6 +283,7 @@ class ConstraintSolver:
     max_fails: int | None = None
     prove_s: float = 10.0
     fallback_s: float = 1.0
+    propagate_triangle: bool = True
     #: short attempts (fresh random choices) before the one with the whole budget
     RESTARTS = 8
     counts: dict[str, int] = field(default_factory=dict)
@@ -336,10 +342,11 @@ class ConstraintSolver:
 
     def fix(self, assignment: Any, order: Any = None, rng: np.random.Generator | None = None) -> Outcome:
         """FIX (Algorithm 2): keep every proposed chip that is still in its node's domain
-        when the node is visited in ``order``, then decide the rest uniformly at random
-        from their domains (with backtracking, which may also revise a kept chip if the
-        kept ones admit no completion). If that runs out of backtracks, the nodes are
-        decided in ``order``, each trying its proposed chip first; then CP-SAT.
+        when the node is visited in ``order``, then repair the rest, each taking the chip
+        of its domain nearest to its proposed one (ties at random; with backtracking, which
+        may also revise a kept chip if the kept ones admit no completion). If one short
+        attempt at that runs out of backtracks, the nodes are decided in ``order``, each
+        trying its proposed chip (then the nearest one) first; then CP-SAT.
 
         Args:
             assignment: int[n] proposed chip per node (values outside 0..C-1 are never kept).
@@ -355,22 +362,25 @@ class ConstraintSolver:
         y = np.where((y >= 0) & (y < c), y, -1)
         seq = self._order(order, rng)
         seed = self._seed(rng)
-        _, kept_chips, _ = self._kernel(seq, y, self._no_weights, True, seed, *self._args, int(self.max_fails))
+        _, kept_chips, _ = self._kernel(seq, y, self._no_weights, True, seed, *self._args, int(self.max_fails),
+                                     self.propagate_triangle)
         kept = kept_chips >= 0
         # pass 2: the kept decisions first (they succeed again as they did), then the rest
         seq2 = np.concatenate([seq[kept[seq]], seq[~kept[seq]]])
         from problems.pipeline._propagate import BUDGET
 
-        status, chips, fails = self._run(seq2, np.where(kept, y, -1), self._no_weights, rng)
+        # (one short attempt: random proposals often admit no completion, and then the whole
+        # budget spent here would be lost; pass 3 below is the complete search)
+        status, chips, fails = self._kernel(seq2, y, self._no_weights, False, self._seed(rng), *self._args,
+                                            self._short(), self.propagate_triangle, nearest=True)
         if status == BUDGET:
             # the kept chips admit no completion the budget could find: decide in the given
             # order instead, each node trying its proposed chip first (kept chips may go)
-            status, chips, more = self._run(seq, y, self._no_weights, rng)
+            status, chips, more = self._run(seq, y, self._no_weights, rng, nearest=True)
             fails += more
             if status == BUDGET:
                 return self._fallback(np.where(y >= 0, y, rng.integers(0, c, n)), fails, rng)
-            return self._finish(status, chips, fails, int((chips == y).sum()))
-        return self._finish(status, chips, fails, int(kept.sum()))
+        return self._finish(status, chips, fails, int((chips == y).sum()))
 
     def _fallback(self, target: NDArray[np.int64], fails: int, rng: np.random.Generator,
                   count_kept: bool = True) -> Outcome:
@@ -421,7 +431,7 @@ class ConstraintSolver:
         return np.ascontiguousarray(seq)
 
     def _run(self, seq: NDArray[np.int64], first: NDArray[np.int64], weights: NDArray[np.float64],
-             rng: np.random.Generator) -> tuple[int, NDArray[np.int64], int]:
+             rng: np.random.Generator, nearest: bool = False) -> tuple[int, NDArray[np.int64], int]:
         """The search with randomized restarts: chronological backtracking has heavy tails
         (a triangle conflict found late is undone decision by decision), so short attempts
         with fresh random choices come first; the last attempt has the whole budget, so
@@ -429,17 +439,23 @@ class ConstraintSolver:
         from problems.pipeline._propagate import BUDGET
 
         total = 0
-        short = max(20, self.problem.n // 10)
+        short = self._short()
         for _ in range(self.RESTARTS):
             if total + short >= int(self.max_fails):
                 break
-            status, chips, fails = self._kernel(seq, first, weights, False, self._seed(rng), *self._args, short)
+            status, chips, fails = self._kernel(seq, first, weights, False, self._seed(rng), *self._args, short,
+                                                self.propagate_triangle, nearest=nearest)
             total += fails
             if status != BUDGET:
                 return status, chips, total
         status, chips, fails = self._kernel(seq, first, weights, False, self._seed(rng), *self._args,
-                                            max(0, int(self.max_fails) - total))
+                                            max(0, int(self.max_fails) - total), self.propagate_triangle,
+                                            nearest=nearest)
         return status, chips, total + fails
+
+    def _short(self) -> int:
+        """Backtracks of one short attempt."""
+        return max(20, self.problem.n // 10)
 
     @staticmethod
     def _seed(rng: np.random.Generator) -> int:
