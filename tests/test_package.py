@@ -30,15 +30,18 @@ def _clean_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``pip wheel --no-deps .`` of a copy of the checkout (the build writes build/ and *.egg-info
-    into its source folder). No build isolation: a test run must not need the network."""
-    pytest.importorskip("setuptools")
+    into its source folder): with this environment's setuptools if it can build wheels (no
+    network needed), else in pip's isolated build environment, as a user's build runs."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "__pycache__", "build", "*.egg-info", "runs",
                                                              ".cache", ".pytest_cache", "*.nbi", "*.nbc"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    str(src), "-w", str(tmp / "dist")], check=True, capture_output=True, env=_clean_env(),
-                   timeout=300)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(src), "-w", str(tmp / "dist")]
+    local = subprocess.run([*cmd, "--no-build-isolation", "--no-index"], capture_output=True, text=True,
+                           env=_clean_env(), timeout=300)
+    if local.returncode != 0:  # e.g. a venv's setuptools without bdist_wheel
+        isolated = subprocess.run(cmd, capture_output=True, text=True, env=_clean_env(), timeout=600)
+        assert isolated.returncode == 0, local.stderr[-2000:] + isolated.stderr[-2000:]
     (found,) = (tmp / "dist").glob("gapstop-*.whl")
     return found
 
@@ -68,6 +71,8 @@ def _venv(tmp_path: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin")
 
 
+@pytest.mark.slow  # ~50 s on 2 shared cores (load 5): a venv, an install, and numba compiling the installed copy afresh
+@pytest.mark.ray
 def test_the_installed_wheel_solves_a_bundled_example_without_the_checkout(wheel: Path, tmp_path: Path) -> None:
     bin_dir = _venv(tmp_path)
     env = {**_clean_env(), "GAPSTOP_CACHE": str(tmp_path / "cache")}
@@ -78,18 +83,23 @@ def test_the_installed_wheel_solves_a_bundled_example_without_the_checkout(wheel
                            cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.split()
     site = tmp_path / "venv"
     assert all(Path(w).resolve().is_relative_to(site.resolve()) for w in where), where
-    out = tmp_path / "result.json"
-    res = subprocess.run([str(bin_dir / "gapstop"), "pipeline", "solve", str(EXAMPLE), "-k", "4", "--time-limit",
-                          "4", "--in-process", "--no-bounds", "--quiet", "--out", str(out)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    doc = json.loads(out.read_text())
-    assert doc["problem"] == "pipeline" and doc["k"] == 4
-    # re-scored by the checkout's naive reference, which shares no code with the installed run
     p = load_graph(EXAMPLE)
-    stages = [[v for v in doc["order"] if doc["blocks"][v] == b] for b in range(max(doc["blocks"]) + 1)]
-    assert sorted(v for s in stages for v in s) == list(range(p.n)) and len(stages) <= 4
-    assert doc["objective"] == pytest.approx(max(ref.block_cost(p, s) for s in stages), rel=1e-9)
+    # in threads, then on local Ray, whose workers must import the installed gapstop too; the run
+    # stops at its first solution (any gap is within 99 %)
+    for mode in (["--in-process"], []):
+        out = tmp_path / "result.json"
+        out.unlink(missing_ok=True)
+        res = subprocess.run([str(bin_dir / "gapstop"), "pipeline", "solve", str(EXAMPLE), "-k", "4", "--time-limit",
+                              "120", "--target-gap", "0.99", "--quiet", "--out", str(out), *mode],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        doc = json.loads(out.read_text())
+        assert doc["problem"] == "pipeline" and doc["k"] == 4 and doc["stopped_because"] == "target-gap"
+        # re-scored by the checkout's naive reference, which shares no code with the installed run
+        stages = [[v for v in doc["order"] if doc["blocks"][v] == b] for b in range(max(doc["blocks"]) + 1)]
+        assert sorted(v for s in stages for v in s) == list(range(p.n)) and len(stages) <= 4
+        assert doc["objective"] == pytest.approx(max(ref.block_cost(p, s) for s in stages), rel=1e-9)
+        assert doc["lower_bound"] <= doc["objective"]
 
 
 def test_a_checkout_imports_itself_next_to_an_installed_gapstop(tmp_path: Path) -> None:
