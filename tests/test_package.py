@@ -78,11 +78,12 @@ def test_the_installed_wheel_solves_a_bundled_example_without_the_checkout(wheel
     env = {**_clean_env(), "GAPSTOP_CACHE": str(tmp_path / "cache")}
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     "--force-reinstall", str(wheel)], check=True, capture_output=True, env=env, timeout=300)
-    where = subprocess.run([str(bin_dir / "python"), "-c", "import gapstop.engine as e, gapstop.launch as l; "
-                            "print(e.__file__); print(l.__file__)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.split()
+    code = ("import gapstop.engine as e, gapstop.launch as l, gapstop.problems.chip as c; "
+            "print(e.__file__); print(l.__file__); print(c.CHIPS_DIR / 'tpu-v4.toml'); c.load_chip('tpu-v4')")
+    where = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, check=True).stdout.split()
     site = tmp_path / "venv"
-    assert all(Path(w).resolve().is_relative_to(site.resolve()) for w in where), where
+    assert len(where) == 3 and all(Path(w).resolve().is_relative_to(site.resolve()) for w in where), where
     p = load_graph(EXAMPLE)
     # in threads, then on local Ray, whose workers must import the installed gapstop too; the run
     # stops at its first solution (any gap is within 99 %)
