@@ -17,7 +17,7 @@ _remote: dict[str, Any] = {}
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
-        raise AttributeError(f"module 'actors' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if not _remote:
         import ray
 

@@ -6,6 +6,8 @@ import contextlib
 import ipaddress
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -13,8 +15,9 @@ import ray
 
 log = logging.getLogger("gapstop")
 
+#: the folder of the package ``gapstop``: a checkout's root, or site-packages/gapstop when installed
 ROOT = Path(__file__).resolve().parents[1]
-#: packages the workers import; shipped to a remote cluster with the job
+#: subpackages of ``gapstop`` the workers import; shipped to a remote cluster with the job
 CODE_PACKAGES = ("engine", "problems", "actors")
 
 
@@ -32,6 +35,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
     """
     if ray.is_initialized():
         return dict(ray.cluster_resources())
+    staging = None
     kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "namespace": namespace,
                               "logging_level": logging.WARNING}
     if address is None:
@@ -42,7 +46,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
         if ship_code is None:
             ship_code = True
         if ship_code:
-            kwargs["runtime_env"] = {"py_modules": [str(ROOT / p) for p in CODE_PACKAGES],
+            staging = tempfile.mkdtemp(prefix="gapstop-ship-")
+            kwargs["runtime_env"] = {"py_modules": [str(stage_code(Path(staging)))],
                                      "excludes": ["__pycache__", "*.nbi", "*.nbc"]}
     # Ray logs a WARNING on every start about token authentication being enabled; keep
     # the CLI's output to gapstop's own lines (errors still show).
@@ -54,8 +59,29 @@ def connect(address: str | None = None, num_cpus: int | None = None, ship_code: 
         if not ipaddress.ip_address(node_ip).is_loopback:
             log.warning("local Ray listens on %s, not on the loopback address only", node_ip)
     else:
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        finally:  # ray.init has uploaded the shipped code by now
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
     return dict(ray.cluster_resources())
+
+
+def stage_code(dest: Path) -> Path:
+    """Copy the workers' packages to ``dest/gapstop`` for a runtime environment's ``py_modules``.
+
+    Ray names a shipped folder by its basename, and a checkout's root may have any name, so
+    the folder is staged under the import name: the workers then import ``gapstop.engine``
+    and so on, as the driver does. The copy is a regular package (its own ``__init__.py``),
+    so on a node that also has gapstop installed it is not merged with the installed one.
+    Returns ``dest/gapstop``.
+    """
+    pkg = dest / "gapstop"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""gapstop, as shipped to the workers of a cluster."""\n')
+    for name in CODE_PACKAGES:
+        shutil.copytree(ROOT / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    return pkg
 
 
 @contextlib.contextmanager

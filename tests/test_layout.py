@@ -72,10 +72,29 @@ def _declared_dependencies() -> list[str]:
 def test_the_code_imports_only_declared_third_party_packages() -> None:
     import sys
 
-    own = {"engine", "problems", "actors", "cluster", "launch"}
-    files = [p for pkg in own - {"launch"} for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "launch.py"]
-    used = set().union(*(_imports(p) for p in files)) - own - set(sys.stdlib_module_names)
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "launch.py"]
+    used = set().union(*(_imports(p) for p in files)) - {"gapstop"} - set(sys.stdlib_module_names)
     assert sorted(used - set(_declared_dependencies()) - set(_optional_extras())) == []
+
+
+#: the folders installed as gapstop.<name> (with launch.py as gapstop.launch)
+PACKAGES = ("engine", "problems", "actors", "cluster")
+
+
+def test_the_code_imports_its_own_modules_under_the_one_import_name() -> None:
+    # an import of engine, problems, ... as a top-level name works in a checkout by accident and
+    # fails once installed, where only gapstop exists
+    old = set(PACKAGES) | {"launch"}
+    files = [p for d in (*PACKAGES, "tests", "benchmarks") for p in (ROOT / d).rglob("*.py")] + [ROOT / "launch.py"]
+    assert files and {str(p.relative_to(ROOT)): sorted(_imports(p) & old) for p in files if _imports(p) & old} == {}
+    assert _imports(ROOT / "tests" / "test_package.py") >= {"gapstop", "pytest"}  # the check sees imports
+
+
+def test_the_checkouts_gapstop_is_its_root_and_is_not_installed() -> None:
+    import gapstop
+
+    assert [Path(p).resolve() for p in gapstop.__path__] == [ROOT]
+    assert [f for f in (ROOT / "gapstop").iterdir() if f.name != "__pycache__"] == [ROOT / "gapstop" / "__init__.py"]
 
 
 def _optional_extras() -> list[str]:

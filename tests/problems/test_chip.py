@@ -101,7 +101,7 @@ def test_unknown_field_not_toml_and_missing_profile(tmp_path: Path) -> None:
 def test_package_data_ships_every_profile() -> None:
     """A non-editable install copies only what pyproject's package-data names."""
     pyproject: dict[str, Any] = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    globs = pyproject["tool"]["setuptools"]["package-data"]["problems"]
+    globs = pyproject["tool"]["setuptools"]["package-data"]["gapstop.problems"]
     files = {p.name for p in CHIPS_DIR.iterdir() if p.is_file()}
     covered = {p.name for g in globs for p in (CHIPS_DIR.parent).glob(g)}
     assert files and files == covered

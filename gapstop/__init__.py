@@ -1,0 +1,15 @@
+"""A checkout as the package ``gapstop``: this folder is not code.
+
+Installed, the checkout's folders are the package ``gapstop`` (``gapstop.engine``,
+``gapstop.problems.pipeline``, ``gapstop.launch``, ...; pyproject.toml maps them). In a
+checkout they sit at its root, so any process with the root on ``sys.path`` (``python
+launch.py``, pytest, ``PYTHONPATH=<checkout>``, and the local Ray workers, to which Ray
+passes the driver's script directory and working directory) finds this package first; it
+points ``gapstop`` at the root. A regular package wins over the namespace package an
+install leaves in site-packages, wherever each is on ``sys.path``, so a checkout's process
+never mixes in an installed gapstop.
+"""
+
+import os
+
+__path__ = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
