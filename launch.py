@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import click
 
-from engine.errors import InputError
-from engine.persist import WriteFailures, read_json_file
+from gapstop.engine.errors import InputError
+from gapstop.engine.persist import WriteFailures, read_json_file
 
 #: a failed write of an output file is one line on stderr; the command goes on and prints its result
 #: (one reporter per command: :func:`main` renews it)
@@ -112,7 +112,7 @@ class _Guard:
                  emit: Callable[[dict[str, Any]], None]) -> None:
         import time
 
-        from engine.deadline import Deadline, FinishCosts, Watchdog, set_run_end
+        from gapstop.engine.deadline import Deadline, FinishCosts, Watchdog, set_run_end
 
         # only a process that is this command (``run()``, the entry point) counts from its own
         # start and may be ended by the watchdog; called from a longer-lived one (tests, a
@@ -234,8 +234,8 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
 def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
                 seed: int, run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                 cpus_per_worker: float, quiet: bool, bounds: bool = True, out: str | None = None) -> dict[str, Any]:
-    from actors.runner import run
-    from engine.persist import default_run_dir
+    from gapstop.actors.runner import run
+    from gapstop.engine.persist import default_run_dir
 
     rd = resume or run_dir or str(default_run_dir())
     show = _status_printer(quiet)
@@ -269,7 +269,7 @@ def _mcm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, check: str | None) -> Any:
-    from problems.pipeline.constraints import Constraints
+    from gapstop.problems.pipeline.constraints import Constraints
     return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check)
 
 
@@ -293,10 +293,10 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
         if finetune:
             raise InputError("--finetune: needs --policy")
         return None
-    from problems.pipeline.rl import require_torch
+    from gapstop.problems.pipeline.rl import require_torch
 
     require_torch()
-    from problems.pipeline.rl.policy import load_policy
+    from gapstop.problems.pipeline.rl.policy import load_policy
 
     load_policy(policy)  # a bad file fails here, in one line, before anything starts
     return {"path": str(Path(policy).resolve()), "finetune": finetune, "mode": mode}
@@ -327,8 +327,8 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     """
     import tempfile
 
-    from engine.persist import default_run_dir
-    from problems.pipeline.io import check_stages, load_graph
+    from gapstop.engine.persist import default_run_dir
+    from gapstop.problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
@@ -365,7 +365,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     guard = _Guard(f"pipeline-{'in-process' if in_process else 'ray'}", time_limit,
                    lambda: _running_doc(running), emit)
     if in_process:
-        from problems.pipeline.run import solve_local
+        from gapstop.problems.pipeline.run import solve_local
 
         holder: dict[str, Any] = {}
         show = _status_printer(quiet)
@@ -392,7 +392,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 
 def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed: int, out: str | None,
                       bounds: bool) -> None:
-    from problems.pipeline.plan import solve_contiguous
+    from gapstop.problems.pipeline.plan import solve_contiguous
 
     try:
         doc = solve_contiguous(problem, k, time_limit_s=time_limit, bounds=bounds, seed=seed,
@@ -423,8 +423,8 @@ def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed:
 @_user_errors
 def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str | None) -> None:
     """Compute one lower bound on the optimal bottleneck of GRAPH with K stages."""
-    from problems.pipeline.bounds import lower_bound
-    from problems.pipeline.io import check_stages, load_graph
+    from gapstop.problems.pipeline.bounds import lower_bound
+    from gapstop.problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
@@ -446,8 +446,8 @@ def pipeline_bound(graph: str, k: int, method: str, time_limit: float, out: str 
 @_user_errors
 def pipeline_evaluate(graph: str, result: str) -> None:
     """Re-score the partition in RESULT (a result.json) exactly on GRAPH."""
-    from problems.pipeline.evaluate import evaluate
-    from problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline.evaluate import evaluate
+    from gapstop.problems.pipeline.io import load_graph
 
     problem = load_graph(graph)
     doc = read_json_file(result)  # size and nesting limits as for input graphs
@@ -494,8 +494,8 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     """
     import time
 
-    from engine.persist import default_run_dir
-    from problems.intraop.io import load_problem
+    from gapstop.engine.persist import default_run_dir
+    from gapstop.problems.intraop.io import load_problem
 
     t0 = time.perf_counter()
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
@@ -523,7 +523,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         emit(doc)
     else:
         if in_process:
-            from problems.intraop.runner import solve
+            from gapstop.problems.intraop.runner import solve
 
             def save(inc: Any) -> None:
                 assert guard is not None
@@ -552,8 +552,8 @@ def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: floa
     import math
     import time
 
-    from engine.records import relative_gap
-    from problems.intraop.elimination import find_opt_strategy
+    from gapstop.engine.records import relative_gap
+    from gapstop.problems.intraop.elimination import find_opt_strategy
 
     r = find_opt_strategy(problem, table_limit=max_table, time_limit_s=time_limit, prune_memory=True)
     lb = None if r.value == math.inf else r.value
@@ -580,10 +580,10 @@ def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: floa
 def intraop_generate(graph: str, nprocs: int, mesh: str | None, chip_spec: str, training: bool, max_configs: int,
                      out: str) -> None:
     """Write a contest-format sharding instance for GRAPH (a pipeline graph with op metadata)."""
-    from problems.chip import load_chip
-    from problems.intraop.strategies import generate_file, parse_mesh
+    from gapstop.problems.chip import load_chip
+    from gapstop.problems.intraop.strategies import generate_file, parse_mesh
 
-    from engine.persist import write_json_atomic
+    from gapstop.engine.persist import write_json_atomic
 
     shape = parse_mesh(mesh, nprocs)
     doc = generate_file(graph, nprocs, load_chip(chip_spec), mesh=shape, training=training, max_configs=max_configs)
@@ -603,8 +603,8 @@ def intraop_generate(graph: str, nprocs: int, mesh: str | None, chip_spec: str, 
 @_user_errors
 def intraop_evaluate(instance: str, solution: str) -> None:
     """Score SOLUTION (a result.json or a contest line [s0, ...]) exactly on INSTANCE."""
-    from problems.intraop.evaluate import evaluate
-    from problems.intraop.io import load_problem
+    from gapstop.problems.intraop.evaluate import evaluate
+    from gapstop.problems.intraop.io import load_problem
 
     problem = load_problem(instance)
     doc = read_json_file(solution)  # size and nesting limits as for instances
@@ -631,8 +631,8 @@ def intraop_evaluate(instance: str, solution: str) -> None:
 @_user_errors
 def intraop_bound(instance: str, method: str, time_limit: float, out: str | None, max_table: int) -> None:
     """Print a certified lower bound on INSTANCE's optimum as one JSON line (a Bound record)."""
-    from problems.intraop.bounds import lower_bound
-    from problems.intraop.io import load_problem
+    from gapstop.problems.intraop.bounds import lower_bound
+    from gapstop.problems.intraop.io import load_problem
 
     _check_time_limit(time_limit)
     problem = load_problem(instance)
@@ -678,7 +678,7 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
     """Pre-train a policy on a graph corpus; keep the checkpoint with the best validation reward."""
     import math
 
-    from problems.pipeline.rl import require_torch
+    from gapstop.problems.pipeline.rl import require_torch
 
     torch = require_torch()
     try:
@@ -692,9 +692,9 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
                     ("--iterations", iterations), ("--threads", threads)):
         if v < 1:
             raise InputError(f"{name}: must be >= 1, got {v}")
-    from problems.pipeline.rl.policy import PolicyConfig
-    from problems.pipeline.rl.ppo import PPOConfig
-    from problems.pipeline.rl.pretrain import pretrain, split_corpus
+    from gapstop.problems.pipeline.rl.policy import PolicyConfig
+    from gapstop.problems.pipeline.rl.ppo import PPOConfig
+    from gapstop.problems.pipeline.rl.pretrain import pretrain, split_corpus
 
     if rollout_workers < 0:
         raise InputError(f"--rollout-workers: must be >= 0, got {rollout_workers}")
@@ -702,8 +702,8 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
     split = split_corpus(graphs, seed)
     factory: Any = None
     if rollout_workers:
-        from actors.rl_rollout import RolloutPool
-        from cluster.connect import connect
+        from gapstop.actors.rl_rollout import RolloutPool
+        from gapstop.cluster.connect import connect
 
         connect(None, rollout_workers)
         factory = RolloutPool(rollout_workers, mode, seed).runner
@@ -736,8 +736,8 @@ def import_() -> None:
 @_user_errors
 def import_onnx_cmd(model: str, chip: str, batch: int | None, input_shape: tuple[str, ...], out: str) -> None:
     """Import MODEL (an ONNX file; weights not needed) with per-op roofline costs on --chip."""
-    from problems.chip import load_chip
-    from problems.pipeline.importers.onnx_graph import import_onnx
+    from gapstop.problems.chip import load_chip
+    from gapstop.problems.pipeline.importers.onnx_graph import import_onnx
 
     profile = load_chip(chip)
     _save_imported(model, out, profile.name, *import_onnx(model, profile, batch=batch, input_shapes=list(input_shape)))
@@ -749,7 +749,7 @@ def _cannot_write(path: str, e: OSError) -> InputError:
 
 
 def _save_imported(source: str, out: str, chip: str, doc: dict[str, Any], warning: str | None) -> None:
-    from problems.pipeline.io import problem_from_dict, save_graph
+    from gapstop.problems.pipeline.io import problem_from_dict, save_graph
 
     if warning:
         click.echo(warning, err=True)
@@ -769,8 +769,8 @@ def _save_imported(source: str, out: str, chip: str, doc: dict[str, Any], warnin
 @_user_errors
 def import_torch_cmd(program: str, chip: str, out: str) -> None:
     """Import PROGRAM (saved by torch.export.save, static shapes) with per-op roofline costs on --chip."""
-    from problems.chip import load_chip
-    from problems.pipeline.importers.torch_export import import_torch
+    from gapstop.problems.chip import load_chip
+    from gapstop.problems.pipeline.importers.torch_export import import_torch
 
     profile = load_chip(chip)
     _save_imported(program, out, profile.name, *import_torch(program, profile))
@@ -781,7 +781,7 @@ def import_torch_cmd(program: str, chip: str, out: str) -> None:
 @_user_errors
 def report(run_dir: str) -> None:
     """Print the certificate and the convergence table of a run directory."""
-    from engine.rundir import read_events
+    from gapstop.engine.rundir import read_events
 
     p = Path(run_dir)
     try:

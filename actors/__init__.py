@@ -21,9 +21,9 @@ def __getattr__(name: str) -> Any:
     if not _remote:
         import ray
 
-        from actors.bound_worker import BoundWorker
-        from actors.coordinator import CoordinatorActor as _Coordinator
-        from actors.search_worker import SearchWorker
+        from gapstop.actors.bound_worker import BoundWorker
+        from gapstop.actors.coordinator import CoordinatorActor as _Coordinator
+        from gapstop.actors.search_worker import SearchWorker
 
         _remote.update(CoordinatorActor=ray.remote(_Coordinator), SearchWorkerActor=ray.remote(SearchWorker),
                        BoundWorkerActor=ray.remote(BoundWorker))

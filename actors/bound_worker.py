@@ -7,8 +7,8 @@ from typing import Any
 
 import ray
 
-from engine.records import Bound
-from problems import registry
+from gapstop.engine.records import Bound
+from gapstop.problems import registry
 
 
 class RemoteContext:

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.coordinator import Coordinator
-from engine.records import Bound
-from engine.rundir import RunDir
-from engine.stopping import Clock, standard
-from problems import registry
+from gapstop.engine.coordinator import Coordinator
+from gapstop.engine.records import Bound
+from gapstop.engine.rundir import RunDir
+from gapstop.engine.stopping import Clock, standard
+from gapstop.problems import registry
 
 
 class CoordinatorActor:

@@ -44,8 +44,8 @@ import time
 import traceback
 from typing import Any, Callable
 
-from engine.records import Bound
-from problems import registry
+from gapstop.engine.records import Bound
+from gapstop.problems import registry
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class Prelude:
         self.proc.start()
         child_conn.close()
         # imported after the fork: it loads pyarrow, which the job does not need
-        from actors.coordinator import CoordinatorActor
+        from gapstop.actors.coordinator import CoordinatorActor
 
         self.local = CoordinatorActor(problem_name, problem, params, run_dir, config, target_gap, time_limit_s)
         self.local.hello(self.name, "driver")

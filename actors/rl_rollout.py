@@ -16,8 +16,8 @@ import numpy as np
 import ray
 from numpy.typing import NDArray
 
-from problems.pipeline.constraints import Constraints
-from problems.pipeline.rl.rollout import Rollout, RolloutEnv
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.rl.rollout import Rollout, RolloutEnv
 
 
 class RolloutWorker:

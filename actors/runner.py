@@ -32,11 +32,11 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
-from actors.prelude import Prelude
-from actors.prelude import available as prelude_available
-from engine.deadline import run_end
-from engine.errors import InputError
-from engine.persist import WriteFailures, file_digest
+from gapstop.actors.prelude import Prelude
+from gapstop.actors.prelude import available as prelude_available
+from gapstop.engine.deadline import run_end
+from gapstop.engine.errors import InputError
+from gapstop.engine.persist import WriteFailures, file_digest
 
 
 log = logging.getLogger("gapstop")
@@ -208,7 +208,7 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
          workers: int | None, cpus_per_worker: float, bounds: bool,
          progress: Callable[[dict[str, Any]], None] | None, max_restarts: int,
          poll_s: float, namespace: str | None, head_start_s: float | None, out: _OutFile) -> dict[str, Any]:
-    from problems import registry
+    from gapstop.problems import registry
 
     def show(st: dict[str, Any]) -> None:
         out.update(st)
@@ -252,8 +252,8 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
         # waiting for it; the import takes a second, and Ctrl-C then must not lose the result
         import ray
 
-        from actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
-        from cluster.connect import connect
+        from gapstop.actors import BoundWorkerActor, CoordinatorActor, SearchWorkerActor
+        from gapstop.cluster.connect import connect
 
         _PROCESS["ray_used"] = True  # from the attempt on: a failed start may leave threads as well
         resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),

@@ -15,8 +15,8 @@ from typing import Any
 
 import ray
 
-from engine.local_runner import source_name
-from problems import registry
+from gapstop.engine.local_runner import source_name
+from gapstop.problems import registry
 
 #: how often a held search worker asks whether it may go on (seconds)
 HOLD_POLL_S = 0.1

@@ -27,8 +27,8 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problems.intraop.io import load_problem  # noqa: E402
-from problems.pipeline.spectral import SPECTRAL_MAX_N, clique_weight  # noqa: E402
+from gapstop.problems.intraop.io import load_problem  # noqa: E402
+from gapstop.problems.pipeline.spectral import SPECTRAL_MAX_N, clique_weight  # noqa: E402
 from tests.problems.pipeline.test_clique_weight import clique_weight_loop  # noqa: E402
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problems.intraop.bounds import METHODS, lower_bound  # noqa: E402
-from problems.intraop.io import load_problem  # noqa: E402
+from gapstop.problems.intraop.bounds import METHODS, lower_bound  # noqa: E402
+from gapstop.problems.intraop.io import load_problem  # noqa: E402
 
 
 def main() -> None:

@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from problems.intraop.evaluate import evaluate  # noqa: E402
-from problems.intraop.io import load_problem, problem_to_dict  # noqa: E402
+from gapstop.problems.intraop.evaluate import evaluate  # noqa: E402
+from gapstop.problems.intraop.io import load_problem, problem_to_dict  # noqa: E402
 
 DATA = Path("/work/shared/data/iopddl")
 CONTEST_LIMIT_S = {"A": 60, "B": 60, "C": 60, "D": 60, "E": 60, "F": 120, "G": 120, "H": 120, "I": 120, "J": 120,
@@ -87,7 +87,7 @@ def _write_instance(problem: Any, path: Path) -> None:
 
 def generated_instance(name: str, data: Path, out_dir: Path) -> tuple[Path, int | None]:
     """The generated instance ``name`` as a file (written on first use), and its anchor's cost."""
-    from problems.intraop import generators
+    from gapstop.problems.intraop import generators
 
     base, gen, kw, _ = GENERATED[name]
     path, meta = out_dir / f"{name}.json.gz", out_dir / f"{name}.anchor.json"
@@ -96,7 +96,7 @@ def generated_instance(name: str, data: Path, out_dir: Path) -> tuple[Path, int 
     out_dir.mkdir(parents=True, exist_ok=True)
     p = load_problem(_instance_path(data, base))
     if gen == "densify":
-        from problems.intraop.runner import solve
+        from gapstop.problems.intraop.runner import solve
 
         sol = solve(p, time_limit_s=ANCHOR_SOLVE_S, seed=0, workers=1)["solution"]
         q = generators.densify(p, anchor=None if sol is None else np.array(sol), **kw)

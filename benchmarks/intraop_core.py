@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from problems.intraop.io import load_problem  # noqa: E402
-from problems.intraop.penalty import PenaltySearch  # noqa: E402
-from problems.intraop.relaxed import prepare  # noqa: E402
+from gapstop.problems.intraop.io import load_problem  # noqa: E402
+from gapstop.problems.intraop.penalty import PenaltySearch  # noqa: E402
+from gapstop.problems.intraop.relaxed import prepare  # noqa: E402
 
 DATA = Path("/work/shared/data/iopddl")
 #: setting name -> prepare()'s (contract, fold)

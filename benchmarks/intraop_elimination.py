@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from op_graphs import dense_block, resnet_blocks, transformer  # noqa: E402
 
-from engine.persist import read_json_file  # noqa: E402
-from problems.chip import load_chip  # noqa: E402
-from problems.intraop.bounds import lower_bound  # noqa: E402
-from problems.intraop.elimination import find_opt_strategy  # noqa: E402
-from problems.intraop.evaluate import evaluate  # noqa: E402
-from problems.intraop.io import load_problem, problem_from_dict  # noqa: E402
-from problems.intraop.runner import solve  # noqa: E402
-from problems.intraop.strategies import describe_solution, generate  # noqa: E402
+from gapstop.engine.persist import read_json_file  # noqa: E402
+from gapstop.problems.chip import load_chip  # noqa: E402
+from gapstop.problems.intraop.bounds import lower_bound  # noqa: E402
+from gapstop.problems.intraop.elimination import find_opt_strategy  # noqa: E402
+from gapstop.problems.intraop.evaluate import evaluate  # noqa: E402
+from gapstop.problems.intraop.io import load_problem, problem_from_dict  # noqa: E402
+from gapstop.problems.intraop.runner import solve  # noqa: E402
+from gapstop.problems.intraop.strategies import describe_solution, generate  # noqa: E402
 
 
 def generated(labels: Path | None, files: list[Path]) -> None:

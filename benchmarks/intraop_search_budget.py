@@ -33,9 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from problems.intraop.io import load_problem  # noqa: E402
-from problems.intraop.penalty import MAX_STREAK, PenaltySearch  # noqa: E402
-from problems.intraop.relaxed import prepare  # noqa: E402
+from gapstop.problems.intraop.io import load_problem  # noqa: E402
+from gapstop.problems.intraop.penalty import MAX_STREAK, PenaltySearch  # noqa: E402
+from gapstop.problems.intraop.relaxed import prepare  # noqa: E402
 
 DATA = Path("/work/shared/data/iopddl")
 #: CPU seconds per search (about a tenth of a 2-core contest run's search time)

@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from problems.intraop.io import load_problem  # noqa: E402
-from problems.intraop.runner import solve  # noqa: E402
+from gapstop.problems.intraop.io import load_problem  # noqa: E402
+from gapstop.problems.intraop.runner import solve  # noqa: E402
 
 DATA = Path("/work/shared/data/iopddl")
 TIME_LIMIT_S = {"A": 60, "B": 60, "C": 60, "D": 60, "E": 60, "F": 120, "G": 120, "H": 120, "I": 120, "J": 120,
@@ -73,7 +73,7 @@ def _csv(path: Path, key: str) -> dict[str, dict[str, str]]:
 _LOAD = """
 import re, sys, time
 sys.path.insert(0, {root!r})
-from problems.intraop.io import load_problem
+from gapstop.problems.intraop.io import load_problem
 t = time.perf_counter()
 p = load_problem({path!r}, cache_dir={cache!r}, cache={use_cache})
 hwm = re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)

@@ -38,12 +38,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problems.pipeline.bounds import exact_bound, simple_bound  # noqa: E402
-from problems.pipeline.constraints import Constraints, ConstraintSolver, static_violation  # noqa: E402
-from problems.pipeline.evaluate import evaluate  # noqa: E402
-from problems.pipeline.generators import model_like  # noqa: E402
-from problems.pipeline.io import load_graph  # noqa: E402
-from problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
+from gapstop.problems.pipeline.bounds import exact_bound, simple_bound  # noqa: E402
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, static_violation  # noqa: E402
+from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
+from gapstop.problems.pipeline.generators import model_like  # noqa: E402
+from gapstop.problems.pipeline.io import load_graph  # noqa: E402
+from gapstop.problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
 
 REAL = ("mobilenet_v2", "resnet50", "vit_base16", "bert_base", "gpt2", "lstm_lm_unrolled")
 
@@ -52,7 +52,7 @@ def residual_chain(n: int, seed: int):
     """model_like's weights on a chain with short skip edges (reach 2-8, on 30 % of the
     nodes), like residual and attention blocks: model_like's skip edges reach up to 30
     nodes, which leaves few or no triangle-free partitions into 8 or more chips."""
-    from problems.pipeline.model import PipelineProblem
+    from gapstop.problems.pipeline.model import PipelineProblem
 
     base = model_like(n, seed, memory=False)
     rng = np.random.default_rng(seed)

@@ -30,11 +30,11 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from engine.records import relative_gap  # noqa: E402
-from problems.pipeline import bounds  # noqa: E402
-from problems.pipeline.evaluate import evaluate  # noqa: E402
-from problems.pipeline.io import load_graph  # noqa: E402
-from problems.pipeline.model import PipelineProblem  # noqa: E402
+from gapstop.engine.records import relative_gap  # noqa: E402
+from gapstop.problems.pipeline import bounds  # noqa: E402
+from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
+from gapstop.problems.pipeline.io import load_graph  # noqa: E402
+from gapstop.problems.pipeline.model import PipelineProblem  # noqa: E402
 
 DEFAULT_GLOB = "/work/shared/data/pipeline/*.json.gz"
 
@@ -85,7 +85,7 @@ def _search(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, A
     """One BRKGA island (MLA seeds, random-T share, memetic polish) for --search-seconds, in-process."""
     import time as _time
 
-    from problems.pipeline.run import make_search
+    from gapstop.problems.pipeline.run import make_search
 
     t0 = _time.perf_counter()
     s = make_search(p, k, args.seed, 0)

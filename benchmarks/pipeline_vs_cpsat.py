@@ -44,8 +44,8 @@ REAL = ("bert_base", "gpt2", "lstm_lm_unrolled", "mobilenet_v2", "resnet50", "vi
 
 def _graph_files(spec: str, seeds: str, tmp: Path) -> list[tuple[str, str, Path]]:
     """(name, group, path) for each graph to run; generated graphs are written to ``tmp``."""
-    from problems.pipeline.generators import regal_like
-    from problems.pipeline.io import save_graph
+    from gapstop.problems.pipeline.generators import regal_like
+    from gapstop.problems.pipeline.io import save_graph
 
     names = [s for s in spec.split(",") if s] if spec else (
         sorted(p.name.split(".")[0] for p in DATA.glob("*.json*")) + [f"regal:{s}" for s in _seed_range(seeds)])
@@ -77,7 +77,7 @@ def _sources(run_dir: Path) -> tuple[dict[str, int], dict[str, float]]:
     """Accepted improvements per source (``search-1/moves`` -> ``moves``, ``search-0`` -> ``brkga``),
     and each source's share of the objective's decrease (:func:`_gains`)."""
     try:
-        from engine.rundir import read_events
+        from gapstop.engine.rundir import read_events
         events = read_events(run_dir)
     except Exception:  # noqa: BLE001 - a missing log only loses the breakdown
         return {}, {}
@@ -132,8 +132,8 @@ def run_cpsat(graph: Path, k: int, seconds: float) -> dict[str, Any]:
 
 def _inproc_one(graph: str, k: int, seconds: float) -> None:
     """gapstop in-process (threads, no Ray: ``pipeline solve --in-process``), with its event sources."""
-    from problems.pipeline.io import load_graph
-    from problems.pipeline.run import solve_local
+    from gapstop.problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline.run import solve_local
 
     holder: dict[str, Any] = {}
     doc = solve_local(load_graph(graph), k, time_limit_s=seconds, target_gap=0.0, _expose=holder)
@@ -155,9 +155,9 @@ def _gains(ups: list[tuple[str, float]]) -> dict[str, float]:
 
 
 def _cpsat_one(graph: str, k: int, seconds: float) -> None:
-    from problems.pipeline import bounds
-    from problems.pipeline.evaluate import evaluate
-    from problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline.evaluate import evaluate
+    from gapstop.problems.pipeline.io import load_graph
 
     p = load_graph(graph)
     b = bounds.exact_bound(p, k, seconds, num_workers=2, random_seed=0)

@@ -45,7 +45,7 @@ def _graph(name: str) -> Path:
 def sampling(a: argparse.Namespace) -> None:
     import ray
 
-    from actors.runner import run
+    from gapstop.actors.runner import run
 
     rates: dict[int, list[float]] = {1: [], 2: []}
     for rep in range(a.reps):
@@ -66,8 +66,8 @@ def sampling(a: argparse.Namespace) -> None:
 def guess(a: argparse.Namespace) -> None:
     import ray
 
-    from problems.pipeline.bounds import combine_guesses, guess_jobs
-    from problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline.bounds import combine_guesses, guess_jobs
+    from gapstop.problems.pipeline.io import load_graph
 
     p = load_graph(_graph(a.graph))
     per = a.seconds / a.k
@@ -89,10 +89,10 @@ def certify(a: argparse.Namespace) -> None:
 
     import ray
 
-    from actors.runner import run
-    from problems.pipeline.bounds import exact_bound
-    from problems.pipeline.evaluate import evaluate
-    from problems.pipeline.io import load_graph, save_graph
+    from gapstop.actors.runner import run
+    from gapstop.problems.pipeline.bounds import exact_bound
+    from gapstop.problems.pipeline.evaluate import evaluate
+    from gapstop.problems.pipeline.io import load_graph, save_graph
 
     print(f"# {a.seconds:g} s each; memory: {a.memory}")
     print(f"{'graph':<18} {'k':>3} {'cpsat obj':>10} {'bound':>10} {'ratio':>7} {'t_opt':>7}   "
@@ -132,7 +132,7 @@ def latency(a: argparse.Namespace) -> None:
     import json
     import subprocess
 
-    from problems.pipeline.io import load_graph, save_graph
+    from gapstop.problems.pipeline.io import load_graph, save_graph
 
     print(f"# {a.seconds:g} s limit; memory: {a.memory}; wall seconds from process start to exit")
     for g in a.graphs.split(","):

@@ -40,11 +40,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problems.pipeline.closed_form import simple_bound  # noqa: E402
-from problems.pipeline.constraints import Constraints  # noqa: E402
-from problems.pipeline.generators import regal_like  # noqa: E402
-from problems.pipeline.io import save_graph  # noqa: E402
-from problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
+from gapstop.problems.pipeline.closed_form import simple_bound  # noqa: E402
+from gapstop.problems.pipeline.constraints import Constraints  # noqa: E402
+from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
+from gapstop.problems.pipeline.io import save_graph  # noqa: E402
+from gapstop.problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
 
 
 def trace_island(make: Callable[[], Any], checkpoints: list[int],
@@ -72,7 +72,7 @@ def trace_policy(policy: Any, problem: Any, cons: Constraints, checkpoints: list
     """Best objective at each checkpoint, valid share, the best after every batch, and the
     samples evaluated. With ``seconds``: one checkpoint, the best after that much CPU time
     (collection and updates both count)."""
-    from problems.pipeline.rl.ppo import PPOConfig, PPOTrainer
+    from gapstop.problems.pipeline.rl.ppo import PPOConfig, PPOTrainer
 
     trainer = PPOTrainer(policy, PPOConfig(), seed=seed)
     task = trainer.task(problem, cons)
@@ -124,8 +124,8 @@ def main() -> None:
 
     import torch
 
-    from problems.pipeline.rl.policy import Policy, PolicyConfig, load_policy
-    from problems.pipeline.rl.pretrain import pretrain, split_corpus
+    from gapstop.problems.pipeline.rl.policy import Policy, PolicyConfig, load_policy
+    from gapstop.problems.pipeline.rl.pretrain import pretrain, split_corpus
 
     torch.set_num_threads(1)
     lo, hi = (int(x) for x in args.n.split(","))
@@ -156,7 +156,7 @@ def main() -> None:
         checkpoints = [0]
     sec = args.seconds
 
-    from problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline.io import load_graph
 
     rows = []
     for path in split.test[:args.tests]:

@@ -27,8 +27,8 @@ def child(n: int, ks: list[int], reps: int) -> None:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from problems.pipeline.decoder import SliceDecoder
-    from problems.pipeline.generators import model_like, regal_like
+    from gapstop.problems.pipeline.decoder import SliceDecoder
+    from gapstop.problems.pipeline.generators import model_like, regal_like
 
     out = []
     for name, prob in (("model-like", model_like(n, 0)), ("regal-like", regal_like(0, n=n, family="er"))):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.search import BaseKeySearch, KeyBatch
+from gapstop.engine.search import BaseKeySearch, KeyBatch
 
 
 class BRKGA(BaseKeySearch):

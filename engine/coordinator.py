@@ -22,8 +22,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.records import Bound, Incumbent, relative_gap
-from engine.stopping import OPTIMAL_GAP, Clock, Criterion, Progress
+from gapstop.engine.records import Bound, Incumbent, relative_gap
+from gapstop.engine.stopping import OPTIMAL_GAP, Clock, Criterion, Progress
 
 #: evaluate(solution) -> (exact cost, canonical JSON-serialisable solution); raises on infeasible.
 #: The cost is a float or an exact Python int; the coordinator never converts it.

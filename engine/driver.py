@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.search import BaseKeySearch, KeyBatch
+from gapstop.engine.search import BaseKeySearch, KeyBatch
 
 #: evaluate(batch) -> costs float64[len(batch)]
 BatchEvaluator = Callable[[KeyBatch], NDArray[np.float64]]

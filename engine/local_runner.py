@@ -24,8 +24,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol
 
-from engine.coordinator import Coordinator
-from engine.records import Bound
+from gapstop.engine.coordinator import Coordinator
+from gapstop.engine.records import Bound
 
 
 def source_name(worker: str, found: Any) -> str:

@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.errors import InputError
+from gapstop.engine.errors import InputError
 
 
 def write_json_atomic(path: str | Path, doc: dict[str, Any]) -> None:

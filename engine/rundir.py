@@ -29,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.coordinator import Coordinator, Event
-from engine.errors import InputError
-from engine.persist import WriteFailures, write_json_atomic
-from engine.records import Bound, Incumbent, exact_text, exact_value
+from gapstop.engine.coordinator import Coordinator, Event
+from gapstop.engine.errors import InputError
+from gapstop.engine.persist import WriteFailures, write_json_atomic
+from gapstop.engine.records import Bound, Incumbent, exact_text, exact_value
 
 EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind", pa.string()),
                           ("value", pa.float64()), ("method", pa.string()), ("status", pa.string()),

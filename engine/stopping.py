@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from engine.records import relative_gap
+from gapstop.engine.records import relative_gap
 
 #: for a real-valued objective (pipeline), a gap at or below this counts as proven optimal:
 #: it is the resolution of the integer-scaled solver models, whose coefficients are rounded

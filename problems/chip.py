@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from engine.errors import InputError
+from gapstop.engine.errors import InputError
 
 #: the directory of the shipped profiles (package data)
 CHIPS_DIR = Path(__file__).resolve().parent / "chips"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from engine.coordinator import Coordinator, Evaluator
+from gapstop.engine.coordinator import Coordinator, Evaluator
 
 
 class Adapter(Protocol):
@@ -43,7 +43,7 @@ class Adapter(Protocol):
 
 def _pipeline_constraints(params: dict[str, Any]) -> Any:
     """The MCM constraints of ``params["constraints"]`` (absent: none), chips = k."""
-    from problems.pipeline.constraints import Constraints
+    from gapstop.problems.pipeline.constraints import Constraints
     return Constraints.from_dict(params.get("constraints"), params["k"])
 
 
@@ -54,54 +54,54 @@ class PipelineAdapter:
     name = "pipeline"
 
     def load(self, path: str) -> Any:
-        from problems.pipeline.io import load_graph
+        from gapstop.problems.pipeline.io import load_graph
         return load_graph(path)
 
     def check_params(self, problem: Any, params: dict[str, Any]) -> None:
-        from engine.errors import InputError
+        from gapstop.engine.errors import InputError
         k = params.get("k")
         if not isinstance(k, int) or k < 1:
             raise InputError(f"-k: must be an integer >= 1, got {k!r}")
         _pipeline_constraints(params).validate(problem)
 
     def evaluator(self, problem: Any, params: dict[str, Any]) -> Evaluator:
-        from problems.pipeline.run import PipelineEvaluator
+        from gapstop.problems.pipeline.run import PipelineEvaluator
         return PipelineEvaluator(problem, params["k"], _pipeline_constraints(params))
 
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
-        from problems.pipeline.run import make_search
+        from gapstop.problems.pipeline.run import make_search
         return make_search(problem, params["k"], seed, index, constraints=_pipeline_constraints(params),
                            policy=params.get("policy"))
 
     def to_solution(self, found: Any) -> Any:
-        from problems.pipeline.run import split_to_solution
+        from gapstop.problems.pipeline.run import split_to_solution
         return split_to_solution(found)
 
     def initial_bounds(self, problem: Any, params: dict[str, Any]) -> list[Any]:
-        from problems.pipeline.closed_form import simple_bound
+        from gapstop.problems.pipeline.closed_form import simple_bound
         return [simple_bound(problem, params["k"])]
 
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
-        from problems.pipeline.run import bound_job_specs
+        from gapstop.problems.pipeline.run import bound_job_specs
         return bound_job_specs(problem, params["k"])
 
     def prepare_bounds(self) -> None:
-        import problems.pipeline.bounds  # noqa: F401  (OR-Tools)
-        import problems.pipeline.evaluate  # noqa: F401  (compiled kernels, for the MIP's hints)
+        import gapstop.problems.pipeline.bounds  # noqa: F401  (OR-Tools)
+        import gapstop.problems.pipeline.evaluate  # noqa: F401  (compiled kernels, for the MIP's hints)
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
-        from problems.pipeline.run import run_bound_job
+        from gapstop.problems.pipeline.run import run_bound_job
         run_bound_job(problem, params["k"], spec, ctx, seed, parallel=parallel, num_workers=num_workers,
                       constraints=_pipeline_constraints(params))
 
     def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
                    elapsed_s: float) -> dict[str, Any]:
-        from problems.pipeline.run import result_doc
+        from gapstop.problems.pipeline.run import result_doc
         return result_doc(problem, params["k"], coord, reason, elapsed_s, _pipeline_constraints(params))
 
     def extend_head_start(self, job_bounds: dict[str, Any], lb: float | None, waited_s: float) -> bool | None:
-        from problems.pipeline.run import extend_head_start
+        from gapstop.problems.pipeline.run import extend_head_start
         return extend_head_start(job_bounds, lb, waited_s)
 
 
@@ -125,14 +125,14 @@ class IntraopAdapter:
     BOUND_JOBS = (("exact", 0.2), ("lagrangian", 1.0))
 
     def load(self, path: str) -> Any:
-        from problems.intraop.io import load_problem
+        from gapstop.problems.intraop.io import load_problem
         return load_problem(path)
 
     def check_params(self, problem: Any, params: dict[str, Any]) -> None:
         pass
 
     def evaluator(self, problem: Any, params: dict[str, Any]) -> Evaluator:
-        from problems.intraop.evaluate import evaluate
+        from gapstop.problems.intraop.evaluate import evaluate
 
         def score(solution: Any) -> tuple[int, list[int]]:
             sol = [int(s) for s in solution]
@@ -141,34 +141,34 @@ class IntraopAdapter:
                 raise ValueError(ev.reason or "infeasible")
             return ev.cost, sol
 
-        from engine.coordinator import integral
+        from gapstop.engine.coordinator import integral
         return integral(score)  # exact int costs and bounds: optimal means bound == cost
 
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
-        from problems.intraop.island import IntraopIsland
-        from problems.intraop.relaxed import prepare
+        from gapstop.problems.intraop.island import IntraopIsland
+        from gapstop.problems.intraop.relaxed import prepare
         return IntraopIsland(prepare(problem), seed, index, int(params.get("_islands", 1)))
 
     def to_solution(self, found: Any) -> Any:
         return [int(s) for s in found.solution]
 
     def initial_bounds(self, problem: Any, params: dict[str, Any]) -> list[Any]:
-        from problems.intraop.bounds import lower_bound
+        from gapstop.problems.intraop.bounds import lower_bound
         return [lower_bound(problem, "trivial", 5.0)]
 
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"kind": k, "share": s} for k, s in self.BOUND_JOBS]
 
     def prepare_bounds(self) -> None:
-        import problems.intraop.bounds  # noqa: F401
+        import gapstop.problems.intraop.bounds  # noqa: F401
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
                       seed: int, parallel: bool, num_workers: int) -> None:
         import math
         import time
 
-        from problems.intraop.bounds import lower_bound
-        from engine.local_runner import job_budget, live_bound
+        from gapstop.problems.intraop.bounds import lower_bound
+        from gapstop.engine.local_runner import job_budget, live_bound
         budget = job_budget(ctx, spec, parallel)
         if budget is None:
             return
@@ -195,8 +195,8 @@ class IntraopAdapter:
             ctx.solution(sol, f"{spec['kind']}-cpsat")
         ctx.bound(b)
         if prices and not ctx.should_stop():
-            from problems.intraop.penalty import PenaltySearch, run_until
-            from problems.intraop.relaxed import prepare
+            from gapstop.problems.intraop.penalty import PenaltySearch, run_until
+            from gapstop.problems.intraop.relaxed import prepare
 
             search = PenaltySearch(prepare(problem), prices[0], seed, jitter=0.0)
             run_until(search, end, lambda f: ctx.solution(self.to_solution(f), "lagrangian-heuristic"),

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from launch import main
-from problems.intraop.generators import random_instance
-from problems.intraop.io import MAX_HORIZON, load_problem, problem_to_dict
-from problems.pipeline.io import MAX_DP_CELLS, MAX_STAGES
+from gapstop.launch import main
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.io import MAX_HORIZON, load_problem, problem_to_dict
+from gapstop.problems.pipeline.io import MAX_DP_CELLS, MAX_STAGES
 
 EXAMPLE = Path(__file__).parent / "problems" / "intraop" / "data" / "example.json"
 
@@ -100,7 +100,7 @@ def test_sizes_at_the_limit_are_scored_exactly(tmp_path: Path) -> None:
 @pytest.mark.parametrize("method", ["simple", "bottleneck", "bottleneck-no-io", "guess-the-bottleneck", "exact"])
 def test_memory_at_the_limit_bounds_below_brute_force(tmp_path: Path, method: str) -> None:
     """M = 2^62 with tiny sizes: the MIPs' scaled memory allowance once passed int64."""
-    from problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline.io import load_graph
     from tests.problems.pipeline.reference import brute_force
 
     f = _write(tmp_path, _graph([1, 1, 1, 1], work=[1.0, 2.0, 3.0, 4.0], size_param=[1, 1, 1, 1], memory=2**62))
@@ -139,7 +139,7 @@ def test_decoder_table_limit_names_the_largest_k(tmp_path: Path) -> None:
 
 
 def test_spectral_bound_is_skipped_on_large_graphs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import problems.pipeline.bounds as bounds
+    import gapstop.problems.pipeline.bounds as bounds
 
     monkeypatch.setattr(bounds, "SPECTRAL_MAX_N", 4)
     small, large = _write(tmp_path, _graph([1] * 4), "s.json"), _write(tmp_path, _graph([1] * 5), "l.json")
@@ -321,7 +321,7 @@ def test_cache_of_other_content_is_rebuilt(tmp_path: Path, monkeypatch: pytest.M
 
 
 def _rewrite(file: Path, edit: Any, *, keep_digest: bool) -> None:
-    from problems.intraop import io
+    from gapstop.problems.intraop import io
 
     with np.load(file) as z:
         arrays = {k: z[k].copy() for k in z.files}

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launch import main
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag
-from problems.pipeline.io import load_graph, save_graph
+from gapstop.launch import main
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.io import load_graph, save_graph
 from tests.problems.pipeline import reference as ref
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launch import main
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import regal_like
-from problems.pipeline.io import load_graph, save_graph
+from gapstop.launch import main
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import regal_like
+from gapstop.problems.pipeline.io import load_graph, save_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,9 +113,9 @@ def test_ctrl_c_during_a_cpsat_bound_keeps_the_in_process_pipeline_result(tmp_pa
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ctrl_c_on_ray_keeps_the_result_and_rewrites_out(tmp_path: Path) -> None:
-    from problems.intraop.evaluate import evaluate as evaluate_intraop
-    from problems.intraop.generators import random_instance
-    from problems.intraop.io import problem_to_dict
+    from gapstop.problems.intraop.evaluate import evaluate as evaluate_intraop
+    from gapstop.problems.intraop.generators import random_instance
+    from gapstop.problems.intraop.io import problem_to_dict
 
     p = random_instance(400, 1, max_k=4, limit_quantile=0.3)
     inst = tmp_path / "inst.json"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launch import main
-from problems.pipeline.generators import random_dag
-from problems.pipeline.io import load_graph, save_graph
+from gapstop.launch import main
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.io import load_graph, save_graph
 from tests.problems.pipeline.mcm_reference import constrained_optimum
 
 RAISING = "tests.problems.pipeline.test_constraints:raises_on_chip_one"

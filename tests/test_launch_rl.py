@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launch import main
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.io import save_graph
+from gapstop.launch import main
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.io import save_graph
 
 
 @pytest.fixture()
@@ -50,7 +50,7 @@ def test_pretrain_then_solve_with_the_policy(corpus: Path, tmp_path: Path) -> No
                                     "--samples", "60", "--checkpoint-every", "1", "--val-samples", "4",
                                     "--layers", "1", "--width", "8"])
     assert res.exit_code == 0, res.output
-    from problems.pipeline.rl.policy import load_policy
+    from gapstop.problems.pipeline.rl.policy import load_policy
 
     _, meta = load_policy(str(out))
     split = meta["split"]

@@ -35,7 +35,7 @@ def test_the_local_run_path_imports_ray_only_after_the_head_start_fork() -> None
     import subprocess
     import sys
 
-    code = ("import sys, launch, actors, actors.runner, actors.prelude, problems.registry; "
+    code = ("import sys, gapstop.actors.runner, gapstop.actors.prelude, gapstop.problems.registry; from gapstop import launch, actors; "
             "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -49,9 +49,9 @@ def test_the_drivers_part_of_a_head_start_imports_neither_ortools_nor_pandas(tmp
     import sys
 
     code = ("import sys\n"
-            "import actors.prelude\n"
-            "from actors.coordinator import CoordinatorActor\n"
-            "from problems.pipeline.generators import regal_like\n"
+            "import gapstop.actors.prelude\n"
+            "from gapstop.actors.coordinator import CoordinatorActor\n"
+            "from gapstop.problems.pipeline.generators import regal_like\n"
             "p = regal_like(5, n=24, family='sbm')\n"
             f"c = CoordinatorActor('pipeline', p, {{'k': 2}}, {str(tmp_path / 'rd')!r}, {{'problem': 'pipeline'}}, 0.0, 60.0)\n"
             "assert c.report_solution({'blocks': [0] * p.n}, 'test')\n"

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from problems.intraop.evaluate import Evaluation, evaluate
-from problems.intraop.io import load_problem
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop.evaluate import Evaluation, evaluate
+from gapstop.problems.intraop.io import load_problem
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 
 __all__ = ["FORBIDDEN", "Evaluation", "IntraopProblem", "PenaltySearch", "evaluate", "load_problem", "solve"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "solve":
-        from problems.intraop.runner import solve
+        from gapstop.problems.intraop.runner import solve
         return solve
     if name == "PenaltySearch":
-        from problems.intraop.penalty import PenaltySearch
+        from gapstop.problems.intraop.penalty import PenaltySearch
         return PenaltySearch
     raise AttributeError(name)

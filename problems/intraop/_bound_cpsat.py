@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop._bound_kernels import EXCL
-from problems.intraop._dual import BoundPrep
-from problems.intraop.evaluate import evaluate
-from problems.intraop.model import interval_sum
+from gapstop.problems.intraop._bound_kernels import EXCL
+from gapstop.problems.intraop._dual import BoundPrep
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.model import interval_sum
 
 #: Objective magnitude below which CP-SAT's double-valued bound is exact and its search comfortable.
 SAFE_OBJECTIVE = 1 << 50

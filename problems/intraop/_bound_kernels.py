@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from problems.intraop._kernels import pair_cost
+from gapstop.problems.intraop._kernels import pair_cost
 
 CAP = (1 << 61) - 1
 EXCL = (1 << 62) - 1

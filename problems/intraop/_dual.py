@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop import _bound_kernels as BK
-from problems.intraop._factors import eliminate, network_factors
-from problems.intraop.model import FORBIDDEN, IntraopProblem
-from problems.intraop.network import PairNetwork, build_network
-from problems.intraop.reduce import ReductionPlan, plan_reduction
+from gapstop.problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop._factors import eliminate, network_factors
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop.network import PairNetwork, build_network
+from gapstop.problems.intraop.reduce import ReductionPlan, plan_reduction
 
 EXCL, CAP = BK.EXCL, BK.CAP
 #: Variable elimination of the core is tried when no intermediate table exceeds this many entries.
@@ -143,7 +143,7 @@ class CoreDual:
         self.exact_table_limit = exact_table_limit
         # the order depends only on the graph: planned once
         self._order = elimination_order(core, plan, net.k, exact_table_limit) if len(core) else None
-        from problems.intraop.relaxed import trws_schedule
+        from gapstop.problems.intraop.relaxed import trws_schedule
         ts = trws_schedule(net.k, plan)
         deg, entry_node = ts.deg, ts.entry_node
         self.msg_off, self.rev, self.gamma = ts.msg_off, ts.rev, ts.gamma

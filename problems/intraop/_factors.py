@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop._bound_kernels import CAP, EXCL
+from gapstop.problems.intraop._bound_kernels import CAP, EXCL
 
 Scope = tuple[int, ...]
 Factor = tuple[Scope, NDArray[np.int64]]

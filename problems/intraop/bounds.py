@@ -40,12 +40,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.records import Bound
-from problems.intraop import _bound_kernels as BK
-from problems.intraop._bound_cpsat import binding_steps, solve_cpsat
-from problems.intraop._dual import EXACT_TABLE_LIMIT, EXCL, CoreDual, prepare_bounds
-from problems.intraop.evaluate import usage_profile
-from problems.intraop.model import IntraopProblem, interval_sum
+from gapstop.engine.records import Bound
+from gapstop.problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop._bound_cpsat import binding_steps, solve_cpsat
+from gapstop.problems.intraop._dual import EXACT_TABLE_LIMIT, EXCL, CoreDual, prepare_bounds
+from gapstop.problems.intraop.evaluate import usage_profile
+from gapstop.problems.intraop.model import IntraopProblem, interval_sum
 
 __all__ = ["METHODS", "MultiplierSearch", "lower_bound", "memory_pruned_unary", "multiplier_weights"]
 
@@ -356,7 +356,7 @@ def _tighten_at(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.int64
                 best: int, end: float, detail: dict[str, Any],
                 on_improvement: Callable[[int], None] | None) -> int:
     """The Lagrangian bound at multipliers ``lam`` with the core's certificate tightened by cycles (>= ``best``)."""
-    from problems.intraop.cycles import tighten
+    from gapstop.problems.intraop.cycles import tighten
     M = problem.usage_limit
     assert M is not None
     w, lam_sum = _steps_weights(steps, lam, lo, hi)
@@ -411,7 +411,7 @@ def _exact(problem: IntraopProblem, time_limit_s: float, t0: float, *, num_worke
 
 
 def _elimination(problem: IntraopProblem, time_limit_s: float, t0: float, **kw: Any) -> Bound:
-    from problems.intraop.elimination import DEFAULT_TABLE_LIMIT, find_opt_strategy
+    from gapstop.problems.intraop.elimination import DEFAULT_TABLE_LIMIT, find_opt_strategy
     r = find_opt_strategy(problem, table_limit=kw.get("table_limit", DEFAULT_TABLE_LIMIT), time_limit_s=time_limit_s,
                           prune_memory=kw.get("prune_memory", True), decode=False)
     status = ("infeasible" if r.value == math.inf else "optimal" if r.optimal

@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop import _bound_kernels as BK
 
 EXCL = BK.EXCL
 #: Residuals at or above this are frozen (never shared), which keeps every integer sum far from overflow.

@@ -30,11 +30,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from problems.intraop import _bound_kernels as BK
-from problems.intraop._dual import prepare_bounds
-from problems.intraop._factors import Factor, eliminate, network_factors
-from problems.intraop.evaluate import Evaluation, evaluate
-from problems.intraop.model import IntraopProblem
+from gapstop.problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop._dual import prepare_bounds
+from gapstop.problems.intraop._factors import Factor, eliminate, network_factors
+from gapstop.problems.intraop.evaluate import Evaluation, evaluate
+from gapstop.problems.intraop.model import IntraopProblem
 
 CAP, EXCL = BK.CAP, BK.EXCL
 #: Default cap on one factor table (entries, int64): 2^24 entries = 128 MiB, plus its argmin table.
@@ -115,7 +115,7 @@ def find_opt_strategy(problem: IntraopProblem, *, table_limit: int = DEFAULT_TAB
     net, plan = prep.net, prep.plan
     k, ptr = net.k, net.ptr
     if prune_memory:
-        from problems.intraop.bounds import memory_pruned_unary  # bounds imports this module lazily
+        from gapstop.problems.intraop.bounds import memory_pruned_unary  # bounds imports this module lazily
         theta = memory_pruned_unary(problem)[0]
     else:
         theta = prep.unary.copy()

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop.model import FORBIDDEN, IntraopProblem, interval_sum
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem, interval_sum
 
 
 @dataclass(frozen=True)

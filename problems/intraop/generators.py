@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 
 
 def random_instance(n: int, seed: int, *, max_k: int = 3, edge_p: float | None = None,

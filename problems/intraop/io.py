@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import InputError
-from engine.persist import parse_json_bytes, read_input_bytes
-from problems.intraop.model import IntraopProblem, interval_sum
+from gapstop.engine.errors import InputError
+from gapstop.engine.persist import parse_json_bytes, read_input_bytes
+from gapstop.problems.intraop.model import IntraopProblem, interval_sum
 
 #: Bump when the cached array layout changes; old cache files are then ignored.
 CACHE_VERSION = 2

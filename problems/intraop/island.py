@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from problems.intraop import repair as greedy
-from problems.intraop.evaluate import evaluate
-from problems.intraop.penalty import Found, PenaltySearch
-from problems.intraop.relaxed import Prepared
-from problems.intraop.runner import FIRST_SCALES, MORE_SCALES, VARIANTS
+from gapstop.problems.intraop import repair as greedy
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.penalty import Found, PenaltySearch
+from gapstop.problems.intraop.relaxed import Prepared
+from gapstop.problems.intraop.runner import FIRST_SCALES, MORE_SCALES, VARIANTS
 
 
 #: Every search started makes this many iterations, the least advanced first, before the island

@@ -33,9 +33,9 @@ from numba import njit
 from numpy.typing import NDArray
 from ortools.sat.python import cp_model
 
-from problems.intraop.evaluate import evaluate, usage_profile
-from problems.intraop.model import FORBIDDEN, interval_sum
-from problems.intraop.relaxed import Prepared
+from gapstop.problems.intraop.evaluate import evaluate, usage_profile
+from gapstop.problems.intraop.model import FORBIDDEN, interval_sum
+from gapstop.problems.intraop.relaxed import Prepared
 
 
 @njit(nogil=True, cache=True)

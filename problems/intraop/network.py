@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop import _kernels
-from problems.intraop.model import IntraopProblem, _frozen
+from gapstop.problems.intraop import _kernels
+from gapstop.problems.intraop.model import IntraopProblem, _frozen
 
 
 def _ro(a: NDArray) -> NDArray:

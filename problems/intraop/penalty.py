@@ -26,9 +26,9 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop import repair as greedy
-from problems.intraop.evaluate import evaluate, usage_profile
-from problems.intraop.relaxed import Prepared, RelaxedSolver
+from gapstop.problems.intraop import repair as greedy
+from gapstop.problems.intraop.evaluate import evaluate, usage_profile
+from gapstop.problems.intraop.relaxed import Prepared, RelaxedSolver
 
 #: Iterations without a new best before a search restarts from its best point, perturbed.
 #: Instance A at its 60 s limit (2 threads, seeds 0-5) ends either near 1.0002 x the best

@@ -42,9 +42,9 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from problems.intraop._kernels import pair_cost
-from problems.intraop.model import FORBIDDEN
-from problems.intraop.network import PairNetwork
+from gapstop.problems.intraop._kernels import pair_cost
+from gapstop.problems.intraop.model import FORBIDDEN
+from gapstop.problems.intraop.network import PairNetwork
 
 ELIM0, ELIM1, ELIM2 = 0, 1, 2
 #: ``contract``: merge ``v`` into ``u`` (unary part), and move one of ``v``'s other tables to ``u``

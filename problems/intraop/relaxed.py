@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.intraop import _kernels as K
-from problems.intraop.model import IntraopProblem
-from problems.intraop.network import PairNetwork, build_network
-from problems.intraop.reduce import ReductionPlan, Replay, plan_reduction, plan_replay, reconstruct, run_replay
+from gapstop.problems.intraop import _kernels as K
+from gapstop.problems.intraop.model import IntraopProblem
+from gapstop.problems.intraop.network import PairNetwork, build_network
+from gapstop.problems.intraop.reduce import ReductionPlan, Replay, plan_reduction, plan_replay, reconstruct, run_replay
 
 #: Cores with at most this many joint assignments are solved exhaustively.
 EXHAUSTIVE_LIMIT = 20_000

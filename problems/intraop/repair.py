@@ -24,9 +24,9 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from problems.intraop._kernels import local_costs
-from problems.intraop.evaluate import usage_profile
-from problems.intraop.relaxed import Prepared
+from gapstop.problems.intraop._kernels import local_costs
+from gapstop.problems.intraop.evaluate import usage_profile
+from gapstop.problems.intraop.relaxed import Prepared
 
 
 @njit(nogil=True, cache=True)

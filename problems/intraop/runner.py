@@ -24,14 +24,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine.local_runner import sigint_held
-from engine.records import Bound, Incumbent, relative_gap
-from problems.intraop import repair as greedy
-from problems.intraop.evaluate import evaluate
-from problems.intraop.lns import NeighbourhoodSearch, recombine
-from problems.intraop.model import IntraopProblem
-from problems.intraop.penalty import Found, PenaltySearch, run_until
-from problems.intraop.relaxed import Prepared, core_is_tiny, prepare
+from gapstop.engine.local_runner import sigint_held
+from gapstop.engine.records import Bound, Incumbent, relative_gap
+from gapstop.problems.intraop import repair as greedy
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.lns import NeighbourhoodSearch, recombine
+from gapstop.problems.intraop.model import IntraopProblem
+from gapstop.problems.intraop.penalty import Found, PenaltySearch, run_until
+from gapstop.problems.intraop.relaxed import Prepared, core_is_tiny, prepare
 
 #: Initial uniform weights tried first, and the escalation while nothing is feasible.
 FIRST_SCALES = (0.1, 1.0, 10.0, 100.0)
@@ -269,7 +269,7 @@ def _search(prep: Prepared, best: _Best, pool: ThreadPoolExecutor, searches: lis
     if _exact_unconstrained(prep):
         # the probes minimise cost plus a usage penalty, so their best is optimal only if it
         # meets the exact optimum (variable elimination of the whole tiny core)
-        from problems.intraop.bounds import lower_bound
+        from gapstop.problems.intraop.bounds import lower_bound
 
         proof = lower_bound(problem, "unconstrained", max(0.1, deadline - time.perf_counter()))
         if proof.status != "relaxation-optimal" or not isinstance(proof.value, int):
@@ -347,7 +347,7 @@ def _recombine_with(prep: Prepared, best: _Best, searches: list[PenaltySearch], 
 def _lagrangian_search(prep: Prepared, best: _Best, budget_s: float, deadline: float, seed: int,
                        searches: list[PenaltySearch], names: dict[int, str]) -> None:
     """Lagrangian multipliers for ``budget_s``, then a penalty search from their usage prices until ``deadline``."""
-    from problems.intraop.bounds import multiplier_weights
+    from gapstop.problems.intraop.bounds import multiplier_weights
     budget_s = min(budget_s, deadline - time.perf_counter())
     if budget_s <= 0:
         return

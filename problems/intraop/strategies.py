@@ -51,10 +51,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.errors import InputError
-from engine.persist import read_json_file
-from problems.chip import ChipProfile
-from problems.intraop.model import FORBIDDEN, interval_sum
+from gapstop.engine.errors import InputError
+from gapstop.engine.persist import read_json_file
+from gapstop.problems.chip import ChipProfile
+from gapstop.problems.intraop.model import FORBIDDEN, interval_sum
 
 #: Default cap on configurations per op; see :func:`enumerate_configs` for which are kept.
 DEFAULT_MAX_CONFIGS = 32

@@ -37,8 +37,8 @@ from typing import Any, Callable, Sequence
 
 from ortools.sat.python import cp_model
 
-from problems.pipeline.closed_form import nudge_down, working_set_bytes
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.closed_form import nudge_down, working_set_bytes
+from gapstop.problems.pipeline.model import PipelineProblem
 
 #: Integer scale target: the largest possible block cost maps to about this many units.
 SCALE_TARGET = 2 ** 30

@@ -40,11 +40,11 @@ from typing import Any, Callable, Sequence
 
 from ortools.sat.python import cp_model
 
-from engine.records import Bound
-from problems.pipeline import _mip
-from problems.pipeline.closed_form import check_k, lemma33_work, simple_bound, simple_parts
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.spectral import SPECTRAL_MAX_N, spectral_bound_value
+from gapstop.engine.records import Bound
+from gapstop.problems.pipeline import _mip
+from gapstop.problems.pipeline.closed_form import check_k, lemma33_work, simple_bound, simple_parts
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.spectral import SPECTRAL_MAX_N, spectral_bound_value
 
 __all__ = [
     "BOTTLENECK_VARIANTS",
@@ -296,7 +296,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     pm = _mip.build_partition_model(problem, sc, k, objective_floor=low, nonempty=ring, no_triangle=tri,
                                     memory_hard=mem)
     if hint is not None:
-        from problems.pipeline.evaluate import evaluate  # numba: 0.2 s to import, needed for hints only
+        from gapstop.problems.pipeline.evaluate import evaluate  # numba: 0.2 s to import, needed for hints only
 
         labels = evaluate(problem, hint, k=k).blocks.tolist()
         _mip.add_hint(pm, problem, labels)

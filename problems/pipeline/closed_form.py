@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import InputError
-from engine.records import Bound
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.errors import InputError
+from gapstop.engine.records import Bound
+from gapstop.problems.pipeline.model import PipelineProblem
 
 _EPS = 2.0 ** -52
 

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import InputError
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.errors import InputError
+from gapstop.problems.pipeline.model import PipelineProblem
 
 if TYPE_CHECKING:
-    from problems.pipeline.evaluate import Evaluation
+    from gapstop.problems.pipeline.evaluate import Evaluation
 
 #: names of the constraints, in the order they are checked (the first violated one is named)
 NAMES = ("ring-order", "no-skip", "triangle", "memory", "check")
@@ -297,7 +297,7 @@ class ConstraintSolver:
         self.proof: str | None = None  # CP-SAT's verdict once asked: "feasible", "infeasible", "unknown"
         self._cp_cache: tuple[Any, list[list[Any]], bool] | None = None
         self._witness: NDArray[np.int64] | None = None  # the last partition CP-SAT found
-        from problems.pipeline import _propagate  # numba: compiled on first use
+        from gapstop.problems.pipeline import _propagate  # numba: compiled on first use
         self._kernel = _propagate.constrained_dfs
         p = self.problem
         mem = p.memory if (self.constraints.memory_hard and p.memory is not None) else -1
@@ -330,7 +330,7 @@ class ConstraintSolver:
             w = np.ascontiguousarray(probabilities, dtype=np.float64)
             if w.shape != (n, c) or not np.isfinite(w).all() or (w < 0).any():
                 raise ValueError(f"probabilities: expected finite non-negative float64[{n}, {c}]")
-        from problems.pipeline._propagate import BUDGET
+        from gapstop.problems.pipeline._propagate import BUDGET
 
         seq = self._order(order, rng)
         status, chips, fails = self._run(seq, np.full(n, -1, np.int64), w, rng)
@@ -367,7 +367,7 @@ class ConstraintSolver:
         kept = kept_chips >= 0
         # pass 2: the kept decisions first (they succeed again as they did), then the rest
         seq2 = np.concatenate([seq[kept[seq]], seq[~kept[seq]]])
-        from problems.pipeline._propagate import BUDGET
+        from gapstop.problems.pipeline._propagate import BUDGET
 
         # (one short attempt: random proposals often admit no completion, and then the whole
         # budget spent here would be lost; pass 3 below is the complete search)
@@ -386,7 +386,7 @@ class ConstraintSolver:
                   count_kept: bool = True) -> Outcome:
         """The backtracking budget ran out: CP-SAT decides (feasible: the valid partition
         closest to ``target`` it finds in :attr:`fallback_s`; infeasible: a proof)."""
-        from problems.pipeline._propagate import BUDGET, FOUND, INFEASIBLE
+        from gapstop.problems.pipeline._propagate import BUDGET, FOUND, INFEASIBLE
 
         if self.proof == "infeasible":
             return self._finish(INFEASIBLE, target, fails, 0)
@@ -400,8 +400,8 @@ class ConstraintSolver:
     def score(self, chips: NDArray[np.int64]) -> tuple[float, tuple[str, str] | None]:
         """Exact cost of a monotone chip labelling (canonical schedule) and the first
         violated dynamic constraint, if any. Static constraints are not re-checked."""
-        from problems.pipeline import _kernels
-        from problems.pipeline.evaluate import Evaluation, canonical_order
+        from gapstop.problems.pipeline import _kernels
+        from gapstop.problems.pipeline.evaluate import Evaluation, canonical_order
 
         p = self.problem
         c = self.constraints.chips
@@ -422,7 +422,7 @@ class ConstraintSolver:
             # a random topological order: a random permutation makes the triangle
             # constraint surface late (a node between two chips is decided after both),
             # and chronological backtracking then rarely recovers (BENCHMARKS.md)
-            from problems.pipeline import _kernels
+            from gapstop.problems.pipeline import _kernels
             p = self.problem
             return _kernels.kahn_order(rng.random(n), p.succ_ptr, p.succ, p.pred_ptr).astype(np.int64)
         seq = np.asarray(order, dtype=np.int64)
@@ -436,7 +436,7 @@ class ConstraintSolver:
         (a triangle conflict found late is undone decision by decision), so short attempts
         with fresh random choices come first; the last attempt has the whole budget, so
         exhausting it still proves infeasibility."""
-        from problems.pipeline._propagate import BUDGET
+        from gapstop.problems.pipeline._propagate import BUDGET
 
         total = 0
         short = self._short()
@@ -471,7 +471,7 @@ class ConstraintSolver:
             return self._cp_cache
         from ortools.sat.python import cp_model
 
-        from problems.pipeline._mip import add_mcm_constraints
+        from gapstop.problems.pipeline._mip import add_mcm_constraints
 
         p, cons = self.problem, self.constraints
         c = cons.chips
@@ -539,7 +539,7 @@ class ConstraintSolver:
 
     def _finish(self, status: int, chips: NDArray[np.int64], fails: int, kept: int, via: str = "propagation"
                 ) -> Outcome:
-        from problems.pipeline._propagate import FOUND, INFEASIBLE
+        from gapstop.problems.pipeline._propagate import FOUND, INFEASIBLE
 
         if status == FOUND:
             if self._witness is None:  # a partition meeting the static constraints proves them feasible

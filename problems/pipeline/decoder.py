@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline import _kernels
-from problems.pipeline.evaluate import Evaluation, evaluate
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline.evaluate import Evaluation, evaluate
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import InputError
-from problems.pipeline import _kernels
-from problems.pipeline.constraints import (Constraints, ConstraintViolation, dynamic_violation,
-                                           static_violation)
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.errors import InputError
+from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline.constraints import (Constraints, ConstraintViolation, dynamic_violation,
+                                                   static_violation)
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 def random_dag(n: int, seed: int, *, p: float | None = None, k_hint: int = 4,

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InputError
-from engine.persist import read_json_file
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.errors import InputError
+from gapstop.engine.persist import read_json_file
+from gapstop.problems.pipeline.model import PipelineProblem
 
 #: Largest byte total accepted (sizes, and ``memory``). The kernels sum bytes in int64; every
 #: such sum is of distinct tensors and parameters, so it is at most this, half of 2^63: a

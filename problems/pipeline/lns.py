@@ -29,9 +29,9 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline import _mip
-from problems.pipeline.evaluate import Evaluation, evaluate
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline import _mip
+from gapstop.problems.pipeline.evaluate import Evaluation, evaluate
+from gapstop.problems.pipeline.model import PipelineProblem
 
 #: seconds of one sub-problem solve (CP-SAT, one thread); most windows of 2-3 stages on the
 #: REGAL-style graphs (50-200 nodes) are solved to optimality well within it

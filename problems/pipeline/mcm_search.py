@@ -24,13 +24,13 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.brkga import BRKGA
-from engine.driver import run_local
-from engine.search import KeyBatch
-from problems.pipeline.constraints import Constraints, ConstraintSolver, Outcome
-from problems.pipeline.decoder import SliceDecoder, Split
-from problems.pipeline.evaluate import canonical_order
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.brkga import BRKGA
+from gapstop.engine.driver import run_local
+from gapstop.engine.search import KeyBatch
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, Outcome
+from gapstop.problems.pipeline.decoder import SliceDecoder, Split
+from gapstop.problems.pipeline.evaluate import canonical_order
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 class _Island:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline.decoder import SliceDecoder, Split
-from problems.pipeline.moves import local_search
+from gapstop.problems.pipeline.decoder import SliceDecoder, Split
+from gapstop.problems.pipeline.moves import local_search
 
 if TYPE_CHECKING:
-    from problems.pipeline.search import PipelineSearch
+    from gapstop.problems.pipeline.search import PipelineSearch
 
 
 @dataclass(frozen=True)

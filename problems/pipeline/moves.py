@@ -33,8 +33,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from problems.pipeline._kernels import _cost
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline._kernels import _cost
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 @njit(cache=True, nogil=True)

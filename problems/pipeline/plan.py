@@ -20,9 +20,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.records import Bound, relative_gap
-from problems.pipeline.evaluate import Evaluation, check_order, evaluate
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.records import Bound, relative_gap
+from gapstop.problems.pipeline.evaluate import Evaluation, check_order, evaluate
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 def cost_terms(problem: PipelineProblem, ev: Evaluation) -> list[dict[str, float]]:
@@ -152,7 +152,7 @@ def split_spec(problem: PipelineProblem, ev: Evaluation) -> dict[str, Any]:
 def contiguous_split(problem: PipelineProblem, k: int, order: Any = None) -> Evaluation:
     """The optimal split of ``order`` (default: node order 0..n-1) into at most k contiguous
     stages, re-scored by the exact evaluator. Raises InputError if the order is not topological."""
-    from problems.pipeline.decoder import SliceDecoder
+    from gapstop.problems.pipeline.decoder import SliceDecoder
 
     o = check_order(problem, np.arange(problem.n) if order is None else order)
     split = SliceDecoder(problem, k).slice(o)
@@ -168,8 +168,8 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
     valid for every plan, contiguous or not, so ``gap`` bounds what the restriction costs.
     Returns the result document (the README's ``result.json`` plus ``mode`` and ``stages``).
     """
-    from problems.pipeline.bounds import exact_bound, spectral_bound
-    from problems.pipeline.closed_form import simple_bound
+    from gapstop.problems.pipeline.bounds import exact_bound, spectral_bound
+    from gapstop.problems.pipeline.closed_form import simple_bound
 
     t0 = time.monotonic()
     ev = contiguous_split(problem, k, order)

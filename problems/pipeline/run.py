@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from engine.coordinator import Coordinator
-from engine.local_runner import job_budget, live_bound
-from engine.records import Bound
-from problems.pipeline.constraints import Constraints
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.coordinator import Coordinator
+from gapstop.engine.local_runner import job_budget, live_bound
+from gapstop.engine.records import Bound
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.model import PipelineProblem
 
 if TYPE_CHECKING:
-    from problems.pipeline.decoder import Split
+    from gapstop.problems.pipeline.decoder import Split
 
 # The decoder, evaluator and search modules load numba (0.2 s) and are imported where
 # used: a local run reads this module before it forks its head-start MIP, which needs
@@ -49,7 +49,7 @@ class PipelineEvaluator:
     """
 
     def __init__(self, problem: PipelineProblem, k: int, constraints: Constraints | None = None) -> None:
-        from problems.pipeline.decoder import SliceDecoder
+        from gapstop.problems.pipeline.decoder import SliceDecoder
 
         self.problem = problem
         self.k = k
@@ -57,8 +57,8 @@ class PipelineEvaluator:
         self.decoder = SliceDecoder(problem, k)
 
     def __call__(self, solution: Any) -> tuple[float, dict[str, Any]]:
-        from problems.pipeline.constraints import ConstraintViolation
-        from problems.pipeline.evaluate import evaluate
+        from gapstop.problems.pipeline.constraints import ConstraintViolation
+        from gapstop.problems.pipeline.evaluate import evaluate
 
         cons = self.constraints
         ev = evaluate(self.problem, solution["blocks"], solution.get("order"), k=self.k, constraints=cons)
@@ -86,14 +86,14 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
 
     With ``policy`` (``{"path", "finetune", "mode"}``) island 0 samples the learned policy
     (:mod:`problems.pipeline.rl.island`) and island i >= 1 is what island i - 1 would be."""
-    from problems.pipeline.search import PipelineSearch, mla_seeds
+    from gapstop.problems.pipeline.search import PipelineSearch, mla_seeds
 
     if policy is not None:
         # a restarted worker gets index slot + 1000 * generation (actors/runner.py)
         if index % 1000 == 0:
-            from problems.pipeline.rl import require_torch
+            from gapstop.problems.pipeline.rl import require_torch
             require_torch()
-            from problems.pipeline.rl.island import PolicySearch
+            from gapstop.problems.pipeline.rl.island import PolicySearch
 
             rng = np.random.default_rng(np.random.SeedSequence([seed, index, 7]))
             return PolicySearch(problem, constraints if constraints is not None else Constraints(k), rng,
@@ -103,7 +103,7 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
     root = np.random.SeedSequence(seed)
     mla_stream, *islands = root.spawn(index + 2)
     if constraints is not None and constraints.any:
-        from problems.pipeline.mcm_search import make_constrained_search
+        from gapstop.problems.pipeline.mcm_search import make_constrained_search
         return make_constrained_search(problem, constraints, np.random.default_rng(islands[index]), index,
                                        population=population,
                                        seeds=lambda: mla_seeds(problem, np.random.default_rng(mla_stream)))
@@ -134,8 +134,8 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
         "stopped_because": stopped_because,
     }
     if inc is not None:  # per-stage ops, modules and cost terms, re-scored by the exact evaluator
-        from problems.pipeline.evaluate import evaluate
-        from problems.pipeline.plan import split_spec, stage_plan
+        from gapstop.problems.pipeline.evaluate import evaluate
+        from gapstop.problems.pipeline.plan import split_spec, stage_plan
 
         ev = evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
         doc["stages"] = stage_plan(problem, ev)
@@ -148,7 +148,7 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
 def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, Any]:
     """``result.json``'s ``constraints``: the options, the active constraints, and how many
     reported partitions the coordinator rejected, per violated constraint."""
-    from problems.pipeline.constraints import NAMES
+    from gapstop.problems.pipeline.constraints import NAMES
 
     rejected = {name: 0 for name in constraints.active()}
     for _, message in coord.rejected:
@@ -220,7 +220,7 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,
     ``time_left``, ``should_stop``). Every bound of the unconstrained problem bounds the
     constrained one; only the exact MIP adds ``constraints`` (the linear ones)."""
-    from problems.pipeline import bounds
+    from gapstop.problems.pipeline import bounds
 
     budget = job_budget(ctx, spec, parallel)
     if budget is None:
@@ -256,7 +256,7 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
     """The exact MIP (bound and partitions) with the spectral bound next to it; on
     communication-heavy graphs without a memory limit (see :data:`LNS_AFTER_SHARE`) it then
     becomes the LNS loop."""
-    from problems.pipeline import bounds
+    from gapstop.problems.pipeline import bounds
 
     t0 = time.monotonic()
     head_s = float(spec.get("head_start_s", 0.0))
@@ -297,7 +297,7 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
         proven.set()
     ctx.bound(b)
     if b.status != "optimal" and not ctx.should_stop() and to_lns():
-        from problems.pipeline.lns import windows_pay
+        from gapstop.problems.pipeline.lns import windows_pay
 
         _lns_loop(problem, k, ctx, common["random_seed"], common["num_workers"], on_event,
                   (b.detail or {}).get("blocks"), windows=windows_pay(problem, k))
@@ -330,8 +330,8 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
     begin from while the job has no incumbent from the run (the MIP's last one). Without
     ``windows`` (stages too large for them: :func:`problems.pipeline.lns.windows_pay`) only the
     hinted MIP runs, in the same slices, each from the run's incumbent then."""
-    from problems.pipeline import bounds
-    from problems.pipeline.lns import StageLNS
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline.lns import StageLNS
 
     lns = StageLNS(problem, k, np.random.default_rng(np.random.SeedSequence([seed, 11])), num_workers=num_workers)
     # without windows the hinted MIP is the whole search: longer slices, fewer restarts
@@ -360,7 +360,7 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
             ctx.bound(b)
             blocks = (b.detail or {}).get("blocks")
             if blocks is not None:
-                from problems.pipeline.evaluate import evaluate
+                from gapstop.problems.pipeline.evaluate import evaluate
 
                 if evaluate(problem, blocks, k=k).objective < before:
                     lns.reset(blocks)
@@ -380,7 +380,7 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
     must not delay a MIP that proves optimality within seconds. ``delay_s``: wait this
     long first (the MIP's head start), unless the run stops. Once ``proven`` is set the
     thread ends at once (the job then ends without waiting for the driver's stop)."""
-    from problems.pipeline import bounds
+    from gapstop.problems.pipeline import bounds
 
     report = live_bound(ctx, "spectral", "eigenvalues", 1e-3)
     t_start = time.monotonic() + delay_s
@@ -437,13 +437,13 @@ def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0,
     (``"stopped_because": "running"``), so a killed run keeps its best partition.
     Returns the final result document.
     """
-    from engine.local_runner import run_threads
-    from engine.persist import WriteFailures
-    from engine.stopping import Clock, standard
-    from problems.pipeline.closed_form import simple_bound
+    from gapstop.engine.local_runner import run_threads
+    from gapstop.engine.persist import WriteFailures
+    from gapstop.engine.stopping import Clock, standard
+    from gapstop.problems.pipeline.closed_form import simple_bound
     # loaded before the clock starts (on a new machine their kernels compile for seconds)
-    from problems.pipeline.decoder import SliceDecoder  # noqa: F401
-    from problems.pipeline.search import PipelineSearch  # noqa: F401
+    from gapstop.problems.pipeline.decoder import SliceDecoder  # noqa: F401
+    from gapstop.problems.pipeline.search import PipelineSearch  # noqa: F401
 
     clock = Clock()
     holder: dict[str, Coordinator] = {}

@@ -16,12 +16,12 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.brkga import BRKGA
-from engine.driver import run_local
-from engine.search import KeyBatch, RandomKeys
-from problems.pipeline import _kernels
-from problems.pipeline.decoder import SliceDecoder, Split
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.brkga import BRKGA
+from gapstop.engine.driver import run_local
+from gapstop.engine.search import KeyBatch, RandomKeys
+from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline.decoder import SliceDecoder, Split
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population: int = 40,
@@ -141,7 +141,7 @@ class PipelineSearch:
         # not in the first step: it reports the seeded partitions at once (a head start's
         # epoch in a driver that must not load OR-Tools)
         if self._steps > 1 and self.lns_share is None:  # resolved here: the module loads OR-Tools
-            from problems.pipeline.lns import lns_share
+            from gapstop.problems.pipeline.lns import lns_share
 
             self.lns_share = lns_share(self.decoder.problem, self.decoder.k, LNS_SHARE, LNS_SHARE_LARGE)
         if (self.lns_share is not None and self.lns_share > 0 and self._steps > 1
@@ -149,7 +149,7 @@ class PipelineSearch:
             if self._lns_step(t_end, should_stop) and on_improvement is not None:
                 value, split = self.best()
                 if split is not None and value < best_before:
-                    from problems.pipeline.memetic import TaggedSplit
+                    from gapstop.problems.pipeline.memetic import TaggedSplit
 
                     best_before = value
                     on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, "lns"))
@@ -169,7 +169,7 @@ class PipelineSearch:
                 via = "polish" if min(self.ga.best_cost, self.rand.best_cost) < best_now else via
                 best_now = min(self.ga.best_cost, self.rand.best_cost)
             if self.memetic_every and self.ga.generation >= self._next_memetic:
-                from problems.pipeline.memetic import memetic_step
+                from gapstop.problems.pipeline.memetic import memetic_step
 
                 self._next_memetic = self.ga.generation + self.memetic_every
                 memetic_step(self, self._memetic_rng, seen=self._memetic_seen)
@@ -180,7 +180,7 @@ class PipelineSearch:
                 if on_improvement is not None:
                     value, split = self.best()
                     if split is not None:
-                        from problems.pipeline.memetic import TaggedSplit
+                        from gapstop.problems.pipeline.memetic import TaggedSplit
 
                         on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, via))
             if time.monotonic() >= t_end:  # checked after the batch: a step makes at least one
@@ -191,8 +191,8 @@ class PipelineSearch:
     def _lns_step(self, t_end: float, should_stop: Callable[[], bool]) -> bool:
         """CP-SAT LNS until ``t_end`` (at least one sub-solve) from the best partition known;
         its gains go into the population. Returns True if the island's best went down."""
-        from problems.pipeline.lns import StageLNS
-        from problems.pipeline.memetic import order_keys
+        from gapstop.problems.pipeline.lns import StageLNS
+        from gapstop.problems.pipeline.memetic import order_keys
 
         best_cost = min(self.ga.best_cost, self.rand.best_cost)
         if self._lns is None:
@@ -221,7 +221,7 @@ class PipelineSearch:
 
     def accept_incumbent(self, cost: float, solution: dict[str, Any]) -> bool:
         """The run's incumbent into the population (:func:`problems.pipeline.memetic.accept_incumbent`)."""
-        from problems.pipeline.memetic import accept_incumbent
+        from gapstop.problems.pipeline.memetic import accept_incumbent
 
         return accept_incumbent(self, cost, solution)
 

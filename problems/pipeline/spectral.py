@@ -46,8 +46,8 @@ from typing import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline.closed_form import nudge_down
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.closed_form import nudge_down
+from gapstop.problems.pipeline.model import PipelineProblem
 
 #: The ascent stops after this many seconds without a rise (and at least MIN_STALE iterations):
 #: 40 iterations of patience took 30 s of both cores on lstm_lm_unrolled (1,736 nodes), whose

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("ray")
 
-from actors.coordinator import CoordinatorActor  # noqa: E402
-from problems.intraop.io import load_problem  # noqa: E402
+from gapstop.actors.coordinator import CoordinatorActor  # noqa: E402
+from gapstop.problems.intraop.io import load_problem  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "problems" / "intraop" / "data" / "example.json"
 

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from problems.pipeline.constraints import Constraints
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag
 
 
 def test_rollout_worker_without_ray_scores_exactly() -> None:
-    from actors.rl_rollout import RolloutWorker
+    from gapstop.actors.rl_rollout import RolloutWorker
 
     p = random_dag(10, 2)
     cons = Constraints(3, ring=True)
@@ -34,10 +34,10 @@ def test_ppo_collects_through_ray_workers() -> None:
     torch = pytest.importorskip("torch")
     import ray
 
-    from actors.rl_rollout import RolloutPool
-    from cluster.connect import connect
-    from problems.pipeline.rl.policy import Policy, PolicyConfig
-    from problems.pipeline.rl.ppo import PPOTrainer
+    from gapstop.actors.rl_rollout import RolloutPool
+    from gapstop.cluster.connect import connect
+    from gapstop.problems.pipeline.rl.policy import Policy, PolicyConfig
+    from gapstop.problems.pipeline.rl.ppo import PPOTrainer
 
     torch.set_num_threads(1)
     connect(None, 2)

@@ -14,11 +14,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from actors.runner import run  # noqa: E402
-from engine.rundir import read_events  # noqa: E402
-from problems.pipeline.evaluate import evaluate  # noqa: E402
-from problems.pipeline.generators import regal_like  # noqa: E402
-from problems.pipeline.io import load_graph, save_graph  # noqa: E402
+from gapstop.actors.runner import run  # noqa: E402
+from gapstop.engine.rundir import read_events  # noqa: E402
+from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
+from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
+from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
 
 pytestmark = [pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_killed_worker_is_replaced_and_run_finishes(graph: Path, tmp_path: Path)
         out["doc"] = run("pipeline", str(graph), {"k": 4}, time_limit_s=15, target_gap=0.0, seed=0,
                          run_dir=str(tmp_path / "rd"), workers=2, namespace=ns)
 
-    from cluster.connect import connect
+    from gapstop.cluster.connect import connect
 
     connect(None, 2, namespace=ns)  # the run below joins this instance
     t = threading.Thread(target=go)
@@ -139,7 +139,7 @@ def test_intraop_runs_on_the_same_coordinator_and_proves_optimality(tmp_path: Pa
 
 
 def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Path) -> None:
-    from cluster.connect import connect
+    from gapstop.cluster.connect import connect
 
     f = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
@@ -193,7 +193,8 @@ def test_a_run_settled_in_the_prelude_never_starts_ray(tmp_path: Path) -> None:
 
 
 def test_no_prelude_in_a_process_that_has_run_ray(tmp_path: Path, monkeypatch) -> None:
-    import actors.runner
+    import gapstop.actors.runner
+    from gapstop import actors
 
     monkeypatch.setitem(actors.runner._PROCESS, "ray_used", True)
     f = tmp_path / "g.json"
@@ -207,7 +208,7 @@ def test_no_prelude_in_a_process_that_has_run_ray(tmp_path: Path, monkeypatch) -
 
 
 def _run_with_a_slow_epoch(path: str, rd: str) -> dict:
-    from problems import registry
+    from gapstop.problems import registry
 
     adapter = registry.get("pipeline")
     slow = adapter.make_search
@@ -284,7 +285,7 @@ def test_prelude_demote_lowers_every_thread_of_the_job() -> None:
     import os
     from types import SimpleNamespace
 
-    from actors.prelude import WORKER_NICENESS, Prelude
+    from gapstop.actors.prelude import WORKER_NICENESS, Prelude
 
     mp = multiprocessing.get_context("fork")
     ready, release = mp.Event(), mp.Event()
@@ -304,7 +305,8 @@ def test_prelude_demote_lowers_every_thread_of_the_job() -> None:
 
 
 def _run_interrupted_while_ray_starts(path: str, rd: str) -> dict:
-    import cluster.connect
+    import gapstop.cluster.connect
+    from gapstop import cluster
 
     def interrupted_connect(*args, **kwargs):
         raise KeyboardInterrupt
@@ -338,7 +340,7 @@ def test_deferred_interrupt_holds_sigint_back_and_restores_the_handler() -> None
     import os
     import signal
 
-    from actors.runner import _deferred_interrupt
+    from gapstop.actors.runner import _deferred_interrupt
 
     before = signal.getsignal(signal.SIGINT)
     with _deferred_interrupt() as got:
@@ -354,10 +356,10 @@ def test_deferred_interrupt_holds_sigint_back_and_restores_the_handler() -> None
 
 def _pipeline_prelude(path: str, rd: str, head_s: float, time_limit_s: float) -> Any:
     """A Prelude of a k = 8 pipeline run whose dedicated job (the exact MIP) has head start ``head_s``."""
-    from actors.prelude import Prelude
-    from engine.persist import file_digest
-    from problems import registry
-    from problems.pipeline.run import bound_job_specs
+    from gapstop.actors.prelude import Prelude
+    from gapstop.engine.persist import file_digest
+    from gapstop.problems import registry
+    from gapstop.problems.pipeline.run import bound_job_specs
 
     problem = registry.get("pipeline").load(path)
     spec = {**[s for s in bound_job_specs(problem, 8) if s.get("dedicated")][0], "head_start_s": head_s}
@@ -366,7 +368,7 @@ def _pipeline_prelude(path: str, rd: str, head_s: float, time_limit_s: float) ->
 
 
 def _prelude_extension(path: str, rd: str, verdict: bool | None) -> dict:
-    from problems import registry
+    from gapstop.problems import registry
 
     calls: list[float] = []
 

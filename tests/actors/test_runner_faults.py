@@ -10,11 +10,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-import actors.runner  # noqa: E402
-from actors.runner import run  # noqa: E402
-from problems.pipeline.evaluate import evaluate  # noqa: E402
-from problems.pipeline.generators import regal_like  # noqa: E402
-from problems.pipeline.io import load_graph, save_graph  # noqa: E402
+import gapstop.actors.runner  # noqa: E402
+from gapstop import actors  # noqa: E402
+from gapstop.actors.runner import run  # noqa: E402
+from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
+from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
+from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
 from tests.actors.test_runner import _fresh_ray  # noqa: E402, F401  (autouse: Ray stopped before and after)
 
 pytestmark = [pytest.mark.ray]

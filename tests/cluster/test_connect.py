@@ -10,7 +10,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from cluster.connect import connect  # noqa: E402
+from gapstop.cluster.connect import connect  # noqa: E402
 
 pytestmark = [pytest.mark.ray,
               pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="sockets are read from /proc")]

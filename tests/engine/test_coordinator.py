@@ -8,11 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
-from engine.coordinator import Coordinator, integral
-from engine.records import Bound, relative_gap
-from engine.stopping import standard
-from problems import registry
-from problems.intraop.model import IntraopProblem
+from gapstop.engine.coordinator import Coordinator, integral
+from gapstop.engine.records import Bound, relative_gap
+from gapstop.engine.stopping import standard
+from gapstop.problems import registry
+from gapstop.problems.intraop.model import IntraopProblem
 
 COST = 6_548_641_531  # about instance A's cost
 
@@ -56,7 +56,7 @@ def test_intraop_target_gap_zero_beyond_float_precision() -> None:
 
 def test_the_ray_coordinator_compares_intraop_values_exactly(tmp_path) -> None:
     pytest.importorskip("ray")
-    from actors.coordinator import CoordinatorActor
+    from gapstop.actors.coordinator import CoordinatorActor
 
     # the cheaper strategy does not fit: the trivial bound (usage ignored) is 100,000 below the optimum
     problem = _one_node([COST - 100_000, COST], usage=[10, 0], limit=5)
@@ -149,7 +149,7 @@ def test_group_is_released_only_with_exactly_the_members_one_to_k() -> None:
 
 def test_an_intraop_bound_above_2_to_the_53_survives_resume_exactly(tmp_path) -> None:
     pytest.importorskip("ray")
-    from actors.coordinator import CoordinatorActor
+    from gapstop.actors.coordinator import CoordinatorActor
 
     # two live nodes whose cheap strategies do not fit together: optimum 2^60 + 2, trivial bound 2^60 - 2000
     half = 2**59

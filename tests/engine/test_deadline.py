@@ -8,11 +8,11 @@ import sys
 import textwrap
 import time
 
-from engine.deadline import Deadline, FinishCosts, process_start
+from gapstop.engine.deadline import Deadline, FinishCosts, process_start
 
 
 def test_process_start_is_before_now_and_after_a_fresh_process_began() -> None:
-    code = "import time; t = time.monotonic(); from engine.deadline import process_start; print(t - process_start())"
+    code = "import time; t = time.monotonic(); from gapstop.engine.deadline import process_start; print(t - process_start())"
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     age_at_import = float(out.stdout)
@@ -39,7 +39,7 @@ def test_finish_costs_keep_the_last_few_and_reserve_half_again_the_largest(tmp_p
 
 _CHILD = textwrap.dedent("""
     import sys, time
-    from engine.deadline import Deadline, Watchdog
+    from gapstop.engine.deadline import Deadline, Watchdog
     mode = sys.argv[1]
     d = Deadline(1.5)
     w = Watchdog(d, lambda: {"cost": 7}, lambda doc: print("emitted", doc["cost"], flush=True),

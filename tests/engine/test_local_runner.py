@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from engine.records import Bound
-from engine.local_runner import live_bound
+from gapstop.engine.records import Bound
+from gapstop.engine.local_runner import live_bound
 
 
 class _Ctx:

@@ -8,8 +8,8 @@ import random
 
 import pyarrow as pa
 
-from engine.records import exact_text
-from engine.rundir import EVENT_SCHEMA, _event_table
+from gapstop.engine.records import exact_text
+from gapstop.engine.rundir import EVENT_SCHEMA, _event_table
 
 
 def _rows(rng: random.Random, n: int) -> list[dict]:
@@ -41,8 +41,8 @@ def test_writing_events_does_not_import_pandas(tmp_path) -> None:
     from pathlib import Path
 
     code = ("import sys\n"
-            "from engine.coordinator import Event\n"
-            "from engine.rundir import RunDir, read_events\n"
+            "from gapstop.engine.coordinator import Event\n"
+            "from gapstop.engine.rundir import RunDir, read_events\n"
             f"rd = RunDir({str(tmp_path / 'rd')!r}, {{'problem': 'x'}})\n"
             "for i in range(3):\n"
             "    rd.record_event(Event(0.5 * i, 'w', 'upper', 10.0 - i, 'm', 'feasible'))\n"
@@ -58,16 +58,16 @@ BIG = 2**60 + 1  # float(BIG) == 2**60: a float round-trip loses the last unit
 
 
 def _coordinator(rd, on: bool = True):
-    from engine.coordinator import Coordinator, integral
-    from engine.stopping import standard
+    from gapstop.engine.coordinator import Coordinator, integral
+    from gapstop.engine.stopping import standard
 
     return Coordinator(integral(lambda s: (s, s)), standard(0.0, 1e9),
                        on_event=rd.record_event if on else None, on_incumbent=rd.record_incumbent if on else None)
 
 
 def test_integer_values_survive_resume_exactly(tmp_path) -> None:
-    from engine.records import Bound
-    from engine.rundir import RunDir, read_events
+    from gapstop.engine.records import Bound
+    from gapstop.engine.rundir import RunDir, read_events
 
     cfg = {"problem": "x", "problem_digest": "d", "params": {}}
     rd = RunDir(tmp_path / "rd", cfg)
@@ -96,7 +96,7 @@ def test_integer_values_survive_resume_exactly(tmp_path) -> None:
 def test_event_logs_without_the_exact_column_are_still_read_and_resumed(tmp_path) -> None:
     import pyarrow.parquet as pq
 
-    from engine.rundir import RunDir, read_events
+    from gapstop.engine.rundir import RunDir, read_events
 
     cfg = {"problem": "x", "problem_digest": "d", "params": {}}
     rd = RunDir(tmp_path / "rd", cfg)
@@ -116,7 +116,7 @@ def test_event_logs_without_the_exact_column_are_still_read_and_resumed(tmp_path
 def test_exact_text_round_trips_every_number_kind() -> None:
     import numpy as np
 
-    from engine.records import exact_value
+    from gapstop.engine.records import exact_value
 
     for x in (0, -3, 2**53 + 1, 2**64 + 1, 10**30, np.int64(2**62 + 1), 0.1, 1e300, -0.0, math.inf, -math.inf,
               np.float64(6548641531.5)):
@@ -126,8 +126,8 @@ def test_exact_text_round_trips_every_number_kind() -> None:
 
 
 def _plain_coordinator(tmp_path):
-    from engine.coordinator import Coordinator
-    from engine.stopping import standard
+    from gapstop.engine.coordinator import Coordinator
+    from gapstop.engine.stopping import standard
 
     return Coordinator(lambda s: (float(s), int(s)), standard(0.0, 60.0))
 
@@ -135,11 +135,11 @@ def _plain_coordinator(tmp_path):
 def test_a_failed_write_is_one_line_per_directory_and_nothing_raises(tmp_path, monkeypatch) -> None:
     import errno
 
-    from engine import rundir as rundir_module
-    from engine.coordinator import Event
-    from engine.persist import WriteFailures
-    from engine.records import Incumbent
-    from engine.rundir import RunDir
+    from gapstop.engine import rundir as rundir_module
+    from gapstop.engine.coordinator import Event
+    from gapstop.engine.persist import WriteFailures
+    from gapstop.engine.records import Incumbent
+    from gapstop.engine.rundir import RunDir
 
     blocker = tmp_path / "file"
     blocker.write_text("")  # a run dir below a regular file cannot be created, even by root

@@ -8,12 +8,12 @@ import random
 import numpy as np
 import pytest
 
-from engine.brkga import BRKGA
-from engine.coordinator import Coordinator
-from engine.driver import run_local
-from engine.records import Bound, relative_gap
-from engine.search import KeyBatch, RandomKeys
-from engine.stopping import AnyOf, GapReached, Progress, WallClock, standard
+from gapstop.engine.brkga import BRKGA
+from gapstop.engine.coordinator import Coordinator
+from gapstop.engine.driver import run_local
+from gapstop.engine.records import Bound, relative_gap
+from gapstop.engine.search import KeyBatch, RandomKeys
+from gapstop.engine.stopping import AnyOf, GapReached, Progress, WallClock, standard
 
 
 def sphere(batch: KeyBatch) -> np.ndarray:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine.errors import InputError
-from problems.chip import CHIPS_DIR, ChipProfile, chip_from_dict, load_chip, shipped_profiles
+from gapstop.engine.errors import InputError
+from gapstop.problems.chip import CHIPS_DIR, ChipProfile, chip_from_dict, load_chip, shipped_profiles
 
 GOOD = """name = "toy"
 memory_bandwidth = 1.0e12

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.records import Bound
-from problems import registry
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
+from gapstop.engine.records import Bound
+from gapstop.problems import registry
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
 from tests.problems.intraop.reference import brute_force_table
 
 

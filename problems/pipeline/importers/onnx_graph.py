@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InputError
-from problems.chip import ChipProfile
-from problems.pipeline.importers.onnx_fold import fold_shape_computations, known_values
-from problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
+from gapstop.engine.errors import InputError
+from gapstop.problems.chip import ChipProfile
+from gapstop.problems.pipeline.importers.onnx_fold import fold_shape_computations, known_values
+from gapstop.problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the ONNX importer needs the onnx package: pip install 'gapstop[onnx]' (or pip install onnx)"
 

@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import InputError
-from problems.chip import ChipProfile
+from gapstop.engine.errors import InputError
+from gapstop.problems.chip import ChipProfile
 
 #: the op kinds of the ``graph.nodes.ops`` metadata
 KINDS = ("gemm", "conv", "elementwise", "reduction", "norm", "softmax", "pool", "embedding", "view", "other",

@@ -28,10 +28,10 @@ import operator
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InputError
-from problems.chip import ChipProfile
-from problems.pipeline.importers.onnx_graph import _FLOP_RULES, _einsum_flops
-from problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
+from gapstop.engine.errors import InputError
+from gapstop.problems.chip import ChipProfile
+from gapstop.problems.pipeline.importers.onnx_graph import _FLOP_RULES, _einsum_flops
+from gapstop.problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the torch importer needs PyTorch: pip install 'gapstop[torch]' (or pip install torch)"
 

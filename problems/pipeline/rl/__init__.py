@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import InputError
+from gapstop.engine.errors import InputError
 
 #: how to get the extra, said in one line when it is missing
 INSTALL_HINT = ("the learned policy needs torch: pip install 'gapstop[rl]' "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.model import PipelineProblem
 
 #: static features per node
 N_STATIC = 13
@@ -76,7 +76,7 @@ def _log_share(a: NDArray[np.float64]) -> NDArray[np.float64]:
 
 def graph_inputs(problem: PipelineProblem, chips: int) -> GraphInputs:
     """The policy's view of ``problem`` partitioned onto ``chips`` chips."""
-    from problems.pipeline import _kernels
+    from gapstop.problems.pipeline import _kernels
 
     n = problem.n
     order = _kernels.kahn_order(-np.arange(n, dtype=np.float64), problem.succ_ptr, problem.succ,

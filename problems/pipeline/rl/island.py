@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from problems.pipeline.constraints import Constraints
-from problems.pipeline.mcm_search import _Island
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.rl.policy import load_policy
-from problems.pipeline.rl.ppo import PPOConfig, PPOTrainer
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.mcm_search import _Island
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.rl.policy import load_policy
+from gapstop.problems.pipeline.rl.ppo import PPOConfig, PPOTrainer
 
 
 class PolicySearch(_Island):

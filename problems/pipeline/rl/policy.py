@@ -23,7 +23,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from problems.pipeline.rl.features import N_ASSIGN, N_STATIC, GraphInputs, assignment_features
+from gapstop.problems.pipeline.rl.features import N_ASSIGN, N_STATIC, GraphInputs, assignment_features
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def load_policy(path: str) -> tuple[Policy, dict[str, Any]]:
     Raises:
         InputError: the file is missing or is not a policy file.
     """
-    from engine.errors import InputError
+    from gapstop.engine.errors import InputError
 
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)

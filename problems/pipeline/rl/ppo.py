@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from problems.pipeline.constraints import Constraints
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.rl.features import graph_inputs
-from problems.pipeline.rl.policy import GraphTensors, Policy
-from problems.pipeline.rl.rollout import Rollout, RolloutEnv
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.rl.features import graph_inputs
+from gapstop.problems.pipeline.rl.policy import GraphTensors, Policy
+from gapstop.problems.pipeline.rl.rollout import Rollout, RolloutEnv
 
 
 @dataclass(frozen=True)

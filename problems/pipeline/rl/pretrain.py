@@ -19,11 +19,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from engine.errors import InputError
-from problems.pipeline.constraints import Constraints
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.rl.policy import Policy, PolicyConfig, save_policy
-from problems.pipeline.rl.ppo import GraphTask, PPOConfig, PPOTrainer
+from gapstop.engine.errors import InputError
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.rl.policy import Policy, PolicyConfig, save_policy
+from gapstop.problems.pipeline.rl.ppo import GraphTask, PPOConfig, PPOTrainer
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_
     Returns:
         a summary: the chosen checkpoint's iteration and validation reward, and the history.
     """
-    from problems.pipeline.io import load_graph
+    from gapstop.problems.pipeline.io import load_graph
 
     torch.manual_seed(seed)
     policy = Policy(config)

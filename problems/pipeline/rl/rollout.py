@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from problems.pipeline.constraints import Constraints, ConstraintSolver, Outcome
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, Outcome
+from gapstop.problems.pipeline.model import PipelineProblem
 
 MODES = ("fix", "sample")
 #: reward of a proposal the solver could not turn into a valid partition, relative to the
@@ -24,7 +24,7 @@ def reference(problem: PipelineProblem, chips: int) -> float:
     """The per-graph reward scale: the ``simple`` lower bound (positive whenever the graph
     has work or traffic), so a reward -objective / reference lies in (-inf, -1] and is -1
     only at a provably optimal partition. 1.0 for a graph without cost."""
-    from problems.pipeline.closed_form import simple_bound
+    from gapstop.problems.pipeline.closed_form import simple_bound
 
     lb = float(simple_bound(problem, chips).value)
     return lb if lb > 0 and math.isfinite(lb) else 1.0

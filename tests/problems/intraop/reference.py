@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Sequence
 
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 
 
 def tables(p: IntraopProblem) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:

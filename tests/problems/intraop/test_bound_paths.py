@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.records import Bound
-from problems.intraop.bounds import lower_bound
-from problems.intraop.generators import random_instance
+from gapstop.engine.records import Bound
+from gapstop.problems.intraop.bounds import lower_bound
+from gapstop.problems.intraop.generators import random_instance
 from tests.problems.intraop.reference import brute_force_table
 
 
@@ -38,7 +38,7 @@ def test_live_lagrangian_bounds_with_a_usage_limit() -> None:
 
 def test_intraop_bounds_restored_on_resume_are_the_checkpointed_ones(tmp_path) -> None:
     pytest.importorskip("ray")
-    from actors.coordinator import CoordinatorActor
+    from gapstop.actors.coordinator import CoordinatorActor
 
     checked = 0
     for seed in (1, 5, 6):

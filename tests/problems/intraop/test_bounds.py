@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from problems.intraop.bounds import METHODS, lower_bound
-from problems.intraop.evaluate import evaluate
-from problems.intraop.model import IntraopProblem
+from gapstop.problems.intraop.bounds import METHODS, lower_bound
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.model import IntraopProblem
 
 F = 10**18
 DATA = Path("/work/shared/data/iopddl")
@@ -145,7 +145,7 @@ def test_lagrangian_dual_direction_never_exceeds_the_optimum(cases):
 
 def _dual_value_at_fixed_messages(dual, prep, unary, usage, w):
     """The certified dual value for unary ``unary + floor(w * usage)`` with the dual's current messages."""
-    from problems.intraop import _bound_kernels as BK
+    from gapstop.problems.intraop import _bound_kernels as BK
 
     net = prep.net
     theta = np.empty_like(unary)
@@ -159,8 +159,8 @@ def _dual_value_at_fixed_messages(dual, prep, unary, usage, w):
 def test_expected_usage_is_a_supergradient_of_the_dual_bound():
     # D(w') <= D(w) + g . (w' - w) for the concave dual value D at fixed messages, up to the
     # integer rounding of penalties and messages (at most a few units per node and table)
-    from problems.intraop import _bound_kernels as BK
-    from problems.intraop._dual import CoreDual, prepare_bounds
+    from gapstop.problems.intraop import _bound_kernels as BK
+    from gapstop.problems.intraop._dual import CoreDual, prepare_bounds
 
     checked = 0
     for seed in range(60):
@@ -221,7 +221,7 @@ def _anchors():
 @pytest.mark.skipif(not DATA.is_dir(), reason="contest instances not available")
 @pytest.mark.parametrize("name", ["A", "G", "M", "S"])
 def test_cheap_bounds_below_best_known_on_contest_instances(name):
-    from problems.intraop.io import load_problem
+    from gapstop.problems.intraop.io import load_problem
 
     path = DATA / f"asplos-2025-iopddl-{name}.json.gz"
     if not path.exists():
@@ -238,7 +238,7 @@ def test_cli_bound_prints_one_json_line(tmp_path):
 
     from click.testing import CliRunner
 
-    from launch import main
+    from gapstop.launch import main
 
     example = str(Path(__file__).parent / "data" / "example.json")
     out = tmp_path / "bound.json"
@@ -254,8 +254,8 @@ def test_cli_bound_prints_one_json_line(tmp_path):
 
 
 def test_multiplier_weights_price_each_node_by_its_steps():
-    from problems.intraop.bounds import multiplier_weights
-    from problems.intraop.generators import random_instance
+    from gapstop.problems.intraop.bounds import multiplier_weights
+    from gapstop.problems.intraop.generators import random_instance
 
     assert multiplier_weights(random_instance(10, 1, limit_quantile=None), 1.0) is None
     seen_positive = False
@@ -283,8 +283,8 @@ def test_multiplier_weights_price_each_node_by_its_steps():
 def test_lagrangian_hands_the_best_multipliers_prices_to_the_caller():
     import time
 
-    from problems.intraop.bounds import MultiplierSearch
-    from problems.intraop.generators import random_instance
+    from gapstop.problems.intraop.bounds import MultiplierSearch
+    from gapstop.problems.intraop.generators import random_instance
 
     handed = 0
     for seed in range(20):
@@ -312,7 +312,7 @@ def test_lagrangian_hands_the_best_multipliers_prices_to_the_caller():
 
 
 def test_lagrangian_leaves_its_price_reserve_unused():
-    from problems.intraop.generators import random_instance
+    from gapstop.problems.intraop.generators import random_instance
 
     # a search that does not converge within the limit runs to its end, less the reserve
     p = random_instance(300, 3, max_k=6, limit_quantile=0.05, horizon=60)
@@ -327,7 +327,7 @@ def test_arc_consistency_matches_a_set_based_fixpoint_and_keeps_every_admissible
     assignment whose every entry is admissible (brute force)."""
     import itertools
 
-    from problems.intraop import _bound_kernels as BK
+    from gapstop.problems.intraop import _bound_kernels as BK
 
     rng = np.random.default_rng(5)
     kept_total = cleared_total = 0

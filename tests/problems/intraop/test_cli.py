@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from launch import main
+from gapstop.launch import main
 
 EXAMPLE = str(Path(__file__).parent / "data" / "example.json")
 

@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 
-from problems.intraop._dual import CoreDual, prepare_bounds
-from problems.intraop.cycles import tighten
-from problems.intraop.generators import random_instance
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop._dual import CoreDual, prepare_bounds
+from gapstop.problems.intraop.cycles import tighten
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 
 
 def _brute_min(p) -> int | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from problems.intraop._dual import EXCL, CoreDual, prepare_bounds
-from problems.intraop.generators import random_instance
+from gapstop.problems.intraop._dual import EXCL, CoreDual, prepare_bounds
+from gapstop.problems.intraop.generators import random_instance
 
 
 def _arc_consistent_theta(dual: CoreDual, theta: np.ndarray) -> np.ndarray | None:

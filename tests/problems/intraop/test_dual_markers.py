@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from problems.intraop import _bound_kernels as BK
-from problems.intraop._dual import CAP, EXCL, CoreDual, prepare_bounds
-from problems.intraop.bounds import lower_bound
-from problems.intraop.model import IntraopProblem
+from gapstop.problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop._dual import CAP, EXCL, CoreDual, prepare_bounds
+from gapstop.problems.intraop.bounds import lower_bound
+from gapstop.problems.intraop.model import IntraopProblem
 from tests.problems.intraop.reference import brute_force
 
 H = 9 * 10**17  # just below the forbidden 10^18

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from problems.intraop._bound_kernels import EXCL
-from problems.intraop.bounds import lower_bound
-from problems.intraop.elimination import find_opt_strategy
-from problems.intraop.generators import random_instance
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop._bound_kernels import EXCL
+from gapstop.problems.intraop.bounds import lower_bound
+from gapstop.problems.intraop.elimination import find_opt_strategy
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 from tests.problems.intraop.reference import naive_evaluate, tables
 
 
@@ -198,8 +198,8 @@ def test_cli_solve_and_bound_by_elimination(tmp_path, monkeypatch) -> None:
 
     from click.testing import CliRunner
 
-    from launch import main
-    from problems.intraop.io import load_problem
+    from gapstop.launch import main
+    from gapstop.problems.intraop.io import load_problem
 
     monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
     example = str(Path(__file__).parent / "data" / "example.json")

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
-from problems.intraop.io import load_problem
-from problems.intraop.model import FORBIDDEN
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.io import load_problem
+from gapstop.problems.intraop.model import FORBIDDEN
 from tests.problems.intraop.reference import naive_evaluate
 
 DATA = Path(__file__).parent / "data"

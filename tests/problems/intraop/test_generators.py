@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from problems.intraop.generators import densify, least_usage_strategies, many_strategies, random_instance
-from problems.intraop.io import load_problem, problem_to_dict
-from problems.intraop.model import FORBIDDEN, IntraopProblem
+from gapstop.problems.intraop.generators import densify, least_usage_strategies, many_strategies, random_instance
+from gapstop.problems.intraop.io import load_problem, problem_to_dict
+from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 from tests.problems.intraop.reference import brute_force, naive_evaluate
 
 ARRAYS = ("node_ptr", "node_cost", "node_usage", "start", "end", "edge_u", "edge_v", "edge_ptr", "edge_cost")

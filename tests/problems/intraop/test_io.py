@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import InputError
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
-from problems.intraop.io import default_cache_dir, load_problem, problem_from_dict, problem_to_dict
+from gapstop.engine.errors import InputError
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.io import default_cache_dir, load_problem, problem_from_dict, problem_to_dict
 
 DATA = Path(__file__).parent / "data"
 EXAMPLE = json.loads((DATA / "example.json").read_text())

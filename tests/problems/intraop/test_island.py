@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
-from problems.intraop.island import IntraopIsland
-from problems.intraop.relaxed import prepare
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.island import IntraopIsland
+from gapstop.problems.intraop.relaxed import prepare
 from tests.problems.intraop.reference import brute_force_table
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = """
 import json
-import problems.intraop.relaxed as relaxed
-from problems.intraop.generators import random_instance
-from problems.intraop.runner import solve
+import gapstop.problems.intraop.relaxed as relaxed
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.runner import solve
 relaxed.EXHAUSTIVE_LIMIT = 0  # exercise TRW-S and the forest descent, not enumeration
 p = random_instance(30, 5, max_k=3, limit_quantile=0.5, edge_p=0.12)
 r = solve(p, time_limit_s=600, seed=2, max_iterations=6)

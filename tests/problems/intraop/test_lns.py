@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from problems.intraop import lns
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
-from problems.intraop.relaxed import prepare
+from gapstop.problems.intraop import lns
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.relaxed import prepare
 from tests.problems.intraop.reference import brute_force_table
 
 
@@ -99,7 +99,7 @@ def test_search_steps_keep_the_incumbent_feasible_and_monotone():
 
 @pytest.mark.mip
 def test_runner_with_neighbourhood_phase_reports_an_exact_feasible_cost():
-    from problems.intraop.runner import solve
+    from gapstop.problems.intraop.runner import solve
 
     p = random_instance(60, 9, max_k=4, limit_quantile=0.3)
     r = solve(p, time_limit_s=2.0, seed=0, workers=2, lns_share=0.5)
@@ -193,7 +193,7 @@ def test_disagreement_blocks_keep_components_whole():
 
 @pytest.mark.mip
 def test_runner_with_recombination_reports_an_exact_feasible_cost():
-    from problems.intraop.runner import solve
+    from gapstop.problems.intraop.runner import solve
 
     p = random_instance(80, 12, max_k=4, limit_quantile=0.3)
     r = solve(p, time_limit_s=3.0, seed=0, workers=2, recombine=True, recombine_share=0.3)

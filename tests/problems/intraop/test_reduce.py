@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from problems.intraop import _kernels as K
-from problems.intraop.generators import random_instance
-from problems.intraop.network import build_network
-from problems.intraop.reduce import new_work, plan_reduction, reconstruct, run_plan
-from problems.intraop.relaxed import RelaxedSolver, prepare
+from gapstop.problems.intraop import _kernels as K
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.network import build_network
+from gapstop.problems.intraop.reduce import new_work, plan_reduction, reconstruct, run_plan
+from gapstop.problems.intraop.relaxed import RelaxedSolver, prepare
 from tests.problems.intraop.reference import relaxed_optimum, relaxed_value
 
 
@@ -60,7 +60,7 @@ def test_relaxed_solver_is_exact_on_tiny_cores(seed):
 
 def test_core_search_never_worsens_and_finds_optimum_mostly(monkeypatch):
     """TRW-S + induced-forest descent without the exhaustive shortcut."""
-    import problems.intraop.relaxed as RX
+    import gapstop.problems.intraop.relaxed as RX
     monkeypatch.setattr(RX, "EXHAUSTIVE_LIMIT", 0)
     hits = total = 0
     for seed in range(60):
@@ -85,7 +85,7 @@ def test_core_search_never_worsens_and_finds_optimum_mostly(monkeypatch):
 def _with_bijections(p, seed, count):
     """``p`` plus ``count`` edges between equal-k nodes whose tables are random permutations
     with random finite costs on them (FORBIDDEN elsewhere), some in cycles and parallel."""
-    from problems.intraop.model import FORBIDDEN, IntraopProblem
+    from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 
     rng = np.random.default_rng(seed)
     k = p.num_strategies
@@ -112,7 +112,7 @@ def _with_bijections(p, seed, count):
 
 @pytest.mark.parametrize("seed", range(80))
 def test_bijection_contraction_keeps_the_relaxed_optimum(seed):
-    from problems.intraop.model import FORBIDDEN
+    from gapstop.problems.intraop.model import FORBIDDEN
 
     rng = np.random.default_rng(seed)
     n = 3 + seed % 6
@@ -129,7 +129,7 @@ def test_bijection_contraction_keeps_the_relaxed_optimum(seed):
 
 def test_contraction_merges_what_elimination_cannot():
     """A 4-clique of nodes tied by bijections: no node has degree <= 2, contraction leaves one node."""
-    from problems.intraop.model import IntraopProblem
+    from gapstop.problems.intraop.model import IntraopProblem
 
     k = 3
     p0 = random_instance(4, 0, max_k=1, edge_p=0.0, limit_quantile=None)
@@ -166,8 +166,8 @@ def test_single_strategy_nodes_leave_the_core_exactly(seed):
 def test_single_strategy_hub_is_folded():
     """A single-strategy node joined to a 4-clique of 2-strategy nodes (all degrees 4): plain elimination
     keeps all five in the core; ``contract`` folds the hub's 4 tables into the clique."""
-    from problems.intraop.model import IntraopProblem
-    from problems.intraop.reduce import FOLD
+    from gapstop.problems.intraop.model import IntraopProblem
+    from gapstop.problems.intraop.reduce import FOLD
 
     k = [1, 2, 2, 2, 2]
     ptr = np.concatenate([[0], np.cumsum(k)])
@@ -191,9 +191,9 @@ def test_single_strategy_hub_is_folded():
 def test_replay_matches_the_full_replay_up_to_constants(seed):
     """The split replay gives, per core table and per node's unary costs, the same numbers up to a
     constant as penalising every node and replaying every op (float sums: to 1e-9 relative)."""
-    from problems.intraop.model import IntraopProblem
-    from problems.intraop.reduce import plan_replay, run_replay
-    from problems.intraop.relaxed import penalised_nodes
+    from gapstop.problems.intraop.model import IntraopProblem
+    from gapstop.problems.intraop.reduce import plan_replay, run_replay
+    from gapstop.problems.intraop.relaxed import penalised_nodes
 
     rng = np.random.default_rng(2000 + seed)
     n = 6 + seed % 8

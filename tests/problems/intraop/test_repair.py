@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from problems.intraop import repair
-from problems.intraop.evaluate import evaluate, usage_profile
-from problems.intraop.generators import random_instance
-from problems.intraop.relaxed import prepare
+from gapstop.problems.intraop import repair
+from gapstop.problems.intraop.evaluate import evaluate, usage_profile
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.relaxed import prepare
 from tests.problems.intraop.reference import naive_evaluate
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from problems.intraop import runner
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
-from problems.intraop.io import problem_to_dict
-from problems.intraop.model import IntraopProblem
-from problems.intraop.penalty import Found, PenaltySearch
+from gapstop.problems.intraop import runner
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.io import problem_to_dict
+from gapstop.problems.intraop.model import IntraopProblem
+from gapstop.problems.intraop.penalty import Found, PenaltySearch
 from tests.problems.intraop.reference import brute_force_table
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,8 +48,8 @@ def test_optimal_only_with_a_proven_bound_equal_to_the_cost() -> None:
 
 
 def test_a_bound_below_the_cost_is_no_optimum(monkeypatch) -> None:
-    from engine.records import Bound
-    from problems.intraop import bounds
+    from gapstop.engine.records import Bound
+    from gapstop.problems.intraop import bounds
 
     # a valid but weaker bound than the optimum: the run must not call its result optimal
     monkeypatch.setattr(bounds, "lower_bound", lambda problem, method, t, **kw: Bound(

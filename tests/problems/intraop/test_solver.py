@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from problems.intraop.evaluate import evaluate
-from problems.intraop.generators import random_instance
-from problems.intraop.penalty import PenaltySearch
-from problems.intraop.relaxed import prepare
-from problems.intraop.runner import solve
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.generators import random_instance
+from gapstop.problems.intraop.penalty import PenaltySearch
+from gapstop.problems.intraop.relaxed import prepare
+from gapstop.problems.intraop.runner import solve
 from tests.problems.intraop.reference import brute_force_table
 
 
@@ -97,7 +97,7 @@ SHARED = __import__("pathlib").Path(__file__).resolve().parents[4] / "shared" / 
 
 @pytest.mark.skipif(not (SHARED / "asplos-2025-iopddl-G.json.gz").exists(), reason="shared contest data not available")
 def test_contest_instance_g_feasible_and_close(tmp_path):
-    from problems.intraop.io import load_problem
+    from gapstop.problems.intraop.io import load_problem
 
     p = load_problem(SHARED / "asplos-2025-iopddl-G.json.gz", cache_dir=tmp_path)
     r = solve(p, time_limit_s=8, seed=0)
@@ -108,7 +108,7 @@ def test_contest_instance_g_feasible_and_close(tmp_path):
 def test_lagrangian_seeded_search_runs_and_stays_feasible(monkeypatch):
     """With two workers and a usage limit, one worker prices usage by Lagrangian multipliers and
     searches from there; every result is feasible, never below the brute-force optimum."""
-    import problems.intraop.runner as runner
+    import gapstop.problems.intraop.runner as runner
 
     calls = []
     real = runner._lagrangian_search

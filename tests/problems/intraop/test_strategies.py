@@ -8,14 +8,14 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from engine.errors import InputError
-from launch import main
-from problems.chip import ChipProfile
-from problems.intraop.elimination import find_opt_strategy
-from problems.intraop.evaluate import evaluate
-from problems.intraop.io import problem_from_dict
-from problems.intraop.strategies import (Op, all_configs, describe_solution, generate, op_domain, read_ops,
-                                         view_layout)
+from gapstop.engine.errors import InputError
+from gapstop.launch import main
+from gapstop.problems.chip import ChipProfile
+from gapstop.problems.intraop.elimination import find_opt_strategy
+from gapstop.problems.intraop.evaluate import evaluate
+from gapstop.problems.intraop.io import problem_from_dict
+from gapstop.problems.intraop.strategies import (Op, all_configs, describe_solution, generate, op_domain, read_ops,
+                                                 view_layout)
 from tests.problems.intraop.test_elimination import optima
 
 # round numbers: 1 TFLOP/s, 100 GB/s memory, 10 GB/s link
@@ -297,7 +297,7 @@ def test_view_ops_feeding_each_other_are_one_line(tmp_path):
 
 def test_processor_counts_and_meshes_that_would_not_finish_are_refused():
     # configurations are enumerated per op: divisors up to p per dimension, (dims + 1)^axes mesh assignments
-    from problems.intraop.strategies import MAX_MESH_AXES, MAX_NPROCS, parse_mesh
+    from gapstop.problems.intraop.strategies import MAX_MESH_AXES, MAX_NPROCS, parse_mesh
 
     assert parse_mesh(None, MAX_NPROCS) is None and parse_mesh("2x2x2x2", 16) == (2, 2, 2, 2)
     with pytest.raises(InputError, match=r"--nprocs: must be in \[1, 65536\], got 65537"):

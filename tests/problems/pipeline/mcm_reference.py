@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterator
 
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline.reference import block_cost, succs
 
 

@@ -11,7 +11,7 @@ import itertools
 from functools import lru_cache
 from typing import Iterator
 
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.model import PipelineProblem
 
 
 def succs(p: PipelineProblem) -> list[set[int]]:

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from engine.coordinator import Coordinator
-from engine.local_runner import JobContext
-from engine.records import Bound
-from engine.stopping import standard
-from problems import registry
-from problems.pipeline import bounds, spectral
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.run import GUESS_GROUP, PipelineEvaluator
+from gapstop.engine.coordinator import Coordinator
+from gapstop.engine.local_runner import JobContext
+from gapstop.engine.records import Bound
+from gapstop.engine.stopping import standard
+from gapstop.problems import registry
+from gapstop.problems.pipeline import bounds, spectral
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.run import GUESS_GROUP, PipelineEvaluator
 from tests.problems.pipeline import reference
 
 TOL = 1e-9
@@ -154,7 +154,7 @@ def test_live_bounds_with_a_memory_limit() -> None:
 
 def test_bounds_restored_on_resume_are_the_checkpointed_ones(tmp_path) -> None:
     pytest.importorskip("ray")
-    from actors.coordinator import CoordinatorActor
+    from gapstop.actors.coordinator import CoordinatorActor
 
     adapter = registry.get("pipeline")
     for i, (n, k) in enumerate(((6, 3), (5, 6))):

@@ -15,11 +15,11 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from engine.errors import InputError
-from problems.pipeline import _mip, bounds, closed_form
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.errors import InputError
+from gapstop.problems.pipeline import _mip, bounds, closed_form
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
 
 KS = (2, 3, 4)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from problems.pipeline.spectral import clique_weight
+from gapstop.problems.pipeline.spectral import clique_weight
 
 
 def clique_weight_loop(d: int, theta: float) -> float:
@@ -34,7 +34,7 @@ def test_same_value_as_the_loop_to_the_last_bit(theta: float) -> None:
 def test_fast_at_twice_the_largest_degree_the_bound_meets() -> None:
     import time
 
-    from problems.pipeline.spectral import SPECTRAL_MAX_N
+    from gapstop.problems.pipeline.spectral import SPECTRAL_MAX_N
 
     t = time.perf_counter()
     clique_weight(2 * SPECTRAL_MAX_N - 1, 0.61)   # a theta no other test caches

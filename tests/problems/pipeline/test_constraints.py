@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import InputError
-from problems.pipeline.constraints import Constraints, ConstraintSolver, ConstraintViolation
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag
-from problems.pipeline.model import PipelineProblem
+from gapstop.engine.errors import InputError
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, ConstraintViolation
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline.mcm_reference import all_labellings, first_violation
 
 CHECK = "tests.problems.pipeline.test_constraints:"
@@ -189,7 +189,7 @@ def _mip_cases() -> list[tuple[PipelineProblem, Constraints]]:
 
 @pytest.mark.mip
 def test_constrained_exact_mip_equals_brute_force_and_every_bound_is_below() -> None:
-    from problems.pipeline import bounds
+    from gapstop.problems.pipeline import bounds
     from tests.problems.pipeline.mcm_reference import constrained_optimum
 
     differs = 0
@@ -212,8 +212,8 @@ def test_constrained_exact_mip_equals_brute_force_and_every_bound_is_below() -> 
 
 # ----------------------------------------------------------------------------- searches
 def test_exactly_makes_c_contiguous_non_empty_stages() -> None:
-    from problems.pipeline import _kernels
-    from problems.pipeline.mcm_search import exactly
+    from gapstop.problems.pipeline import _kernels
+    from gapstop.problems.pipeline.mcm_search import exactly
 
     p = random_dag(12, 3, p=0.3)
     order = _kernels.kahn_order(np.random.default_rng(0).random(12), p.succ_ptr, p.succ, p.pred_ptr)
@@ -226,7 +226,7 @@ def test_exactly_makes_c_contiguous_non_empty_stages() -> None:
 
 @pytest.mark.parametrize("kind", [0, 1, 2])
 def test_constrained_islands_report_valid_partitions_near_the_optimum(kind: int) -> None:
-    from problems.pipeline.mcm_search import make_constrained_search
+    from gapstop.problems.pipeline.mcm_search import make_constrained_search
     from tests.problems.pipeline.mcm_reference import constrained_optimum
 
     p = random_dag(7, 21, p=0.4)

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.errors import InputError
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.io import load_graph, problem_to_dict, save_graph
+from gapstop.engine.errors import InputError
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.io import load_graph, problem_to_dict, save_graph
 
 
 def _doc(**over: Any) -> dict[str, Any]:

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from problems.pipeline import _kernels
-from problems.pipeline.decoder import SliceDecoder
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline.decoder import SliceDecoder
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference as ref
 
 CASES = [(seed, 3 + seed % 6, 2 + seed % 3, seed % 2 == 0) for seed in range(300)]
@@ -110,7 +110,7 @@ def test_lemma_b2_instance(k: int) -> None:
 
 
 def test_evaluator_rejects_cyclic_quotient_and_bad_orders() -> None:
-    from engine.errors import InputError
+    from gapstop.engine.errors import InputError
     p = PipelineProblem(name="t", work=np.ones(3), size_param=np.zeros(3, np.int64), size_out=np.ones(3, np.int64),
                         edges=np.array([[0, 1], [1, 2]]), bandwidth=1.0, memory=None)
     with pytest.raises(InputError, match="cycle"):
@@ -147,7 +147,7 @@ def test_improve_split_keeps_a_valid_order_and_never_worsens(seed: int) -> None:
     s = d.decode(np.random.default_rng(seed).random(8))
     starts = np.flatnonzero(np.diff(s.blocks[s.order], prepend=-1)).astype(np.int64)
     order, new_starts = _kernels.improve_split(s.order, starts, *d._args, 100)
-    from problems.pipeline.evaluate import check_order
+    from gapstop.problems.pipeline.evaluate import check_order
     check_order(p, order)  # still topological
     blocks = np.zeros(8, dtype=np.int64)
     for i, st in enumerate(new_starts):

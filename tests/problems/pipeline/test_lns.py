@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from problems.pipeline import bounds
-from problems.pipeline.decoder import SliceDecoder
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.lns import StageLNS, stage_costs
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline import bounds
+from gapstop.problems.pipeline.decoder import SliceDecoder
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.lns import StageLNS, stage_costs
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
 
 pytestmark = pytest.mark.mip
@@ -149,7 +149,7 @@ class _FakeCtx:
 
 
 def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> None:
-    from problems.pipeline.run import _lns_loop
+    from gapstop.problems.pipeline.run import _lns_loop
 
     p = regal_like(77, n=40)
     k = 4
@@ -166,7 +166,7 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
 
 
 def test_child_context_reads_the_latest_incumbent_sent() -> None:
-    from actors.prelude import _ChildContext
+    from gapstop.actors.prelude import _ChildContext
 
     mine, theirs = multiprocessing.Pipe()
     ctx = _ChildContext(theirs, threading.Event(), time.monotonic() + 60, os.getppid())
@@ -196,7 +196,7 @@ class _SourcesCtx(_FakeCtx):
 def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
     """On a REGAL-style graph the spectral bound lies far above the MIP's: after its share of
     the budget the MIP stops, its bound stays reported, and the LNS reports evaluated gains."""
-    from problems.pipeline.run import run_bound_job
+    from gapstop.problems.pipeline.run import run_bound_job
 
     p = regal_like(31, n=60)
     k = 8
@@ -213,7 +213,7 @@ def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
 
 
 def test_islands_skip_the_lns_on_memory_graphs_and_windows_need_small_stages() -> None:
-    from problems.pipeline.lns import MAX_NODES_PER_STAGE, lns_share, windows_pay
+    from gapstop.problems.pipeline.lns import MAX_NODES_PER_STAGE, lns_share, windows_pay
 
     free = regal_like(5, n=80)
     assert free.memory is None

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.local_runner import source_name
-from problems.pipeline.decoder import SliceDecoder
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import regal_like
-from problems.pipeline.memetic import TaggedSplit, improve_by_moves, memetic_step, order_keys
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.run import PipelineEvaluator, split_to_solution
-from problems.pipeline.search import PipelineSearch
+from gapstop.engine.local_runner import source_name
+from gapstop.problems.pipeline.decoder import SliceDecoder
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import regal_like
+from gapstop.problems.pipeline.memetic import TaggedSplit, improve_by_moves, memetic_step, order_keys
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.run import PipelineEvaluator, split_to_solution
+from gapstop.problems.pipeline.search import PipelineSearch
 from tests.problems.pipeline.test_moves import _lemma_b2
 
 

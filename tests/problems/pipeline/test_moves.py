@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from problems.pipeline.decoder import SliceDecoder
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.moves import local_search
+from gapstop.problems.pipeline.decoder import SliceDecoder
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.moves import local_search
 from tests.problems.pipeline.reference import brute_force, quotient_acyclic
 
 

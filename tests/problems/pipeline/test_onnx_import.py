@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engine.errors import InputError
-from launch import main
-from problems.chip import load_chip
-from problems.pipeline.importers.roofline import op_work_us
-from problems.pipeline.io import load_graph, problem_from_dict, problem_to_dict
+from gapstop.engine.errors import InputError
+from gapstop.launch import main
+from gapstop.problems.chip import load_chip
+from gapstop.problems.pipeline.importers.roofline import op_work_us
+from gapstop.problems.pipeline.io import load_graph, problem_from_dict, problem_to_dict
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as T  # noqa: E402
@@ -41,7 +41,7 @@ def _save(tmp_path: Path, name: str, nodes: list[Any], inputs: list[Any], output
 
 
 def _import(path: Path, **kw: Any) -> tuple[dict[str, Any], str | None]:
-    from problems.pipeline.importers.onnx_graph import import_onnx
+    from gapstop.problems.pipeline.importers.onnx_graph import import_onnx
     return import_onnx(path, A100, **kw)
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from problems.chip import load_chip
-from problems.pipeline.io import problem_from_dict
-from problems.pipeline.plan import solve_contiguous
+from gapstop.problems.chip import load_chip
+from gapstop.problems.pipeline.io import problem_from_dict
+from gapstop.problems.pipeline.plan import solve_contiguous
 
 pytest.importorskip("onnx")
 
@@ -58,7 +58,7 @@ def test_bundled_files_are_what_the_builder_writes_and_hold_no_weights(tmp_path:
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_bundled_model_imports_quickly_with_the_published_flops(name: str) -> None:
-    from problems.pipeline.importers.onnx_graph import import_onnx
+    from gapstop.problems.pipeline.importers.onnx_graph import import_onnx
 
     t0 = time.perf_counter()
     doc, warning = import_onnx(BUNDLED / f"{name}.onnx", load_chip("a100-sxm-80gb"), batch=1)
@@ -79,7 +79,7 @@ def test_bundled_model_imports_quickly_with_the_published_flops(name: str) -> No
 
 
 def test_bert_plan_names_whole_layers() -> None:
-    from problems.pipeline.importers.onnx_graph import import_onnx
+    from gapstop.problems.pipeline.importers.onnx_graph import import_onnx
 
     doc, _ = import_onnx(BUNDLED / "bert_base.onnx", load_chip("a100-sxm-80gb"), batch=1)
     plan = solve_contiguous(problem_from_dict(doc, "bert"), 4, bounds=False)

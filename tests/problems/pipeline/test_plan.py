@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from engine.errors import InputError
-from launch import main
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.generators import random_dag
-from problems.pipeline.io import save_graph
-from problems.pipeline.model import PipelineProblem
-from problems.pipeline.plan import contiguous_split, cost_terms, module_summary, solve_contiguous, stage_plan
+from gapstop.engine.errors import InputError
+from gapstop.launch import main
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.io import save_graph
+from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.plan import contiguous_split, cost_terms, module_summary, solve_contiguous, stage_plan
 from tests.problems.pipeline import reference as ref
 
 
@@ -107,7 +107,7 @@ def test_solve_contiguous_without_bounds_and_on_the_command_line(tmp_path: Path)
 
 
 def test_solve_result_carries_the_stage_plan_of_its_partition() -> None:
-    from problems.pipeline.run import solve_local
+    from gapstop.problems.pipeline.run import solve_local
 
     p = random_dag(14, 4, memory=True, k_hint=3)
     # stops at the first partition found (its gap against the simple bound is below 99 %)

@@ -9,11 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from problems.pipeline.constraints import Constraints, ConstraintSolver  # noqa: E402
-from problems.pipeline.generators import random_dag, regal_like  # noqa: E402
-from problems.pipeline.rl.features import graph_inputs  # noqa: E402
-from problems.pipeline.rl.policy import GraphTensors, Policy, PolicyConfig, load_policy, save_policy  # noqa: E402
-from problems.pipeline.rl.ppo import PPOConfig, PPOTrainer  # noqa: E402
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver  # noqa: E402
+from gapstop.problems.pipeline.generators import random_dag, regal_like  # noqa: E402
+from gapstop.problems.pipeline.rl.features import graph_inputs  # noqa: E402
+from gapstop.problems.pipeline.rl.policy import GraphTensors, Policy, PolicyConfig, load_policy, save_policy  # noqa: E402
+from gapstop.problems.pipeline.rl.ppo import PPOConfig, PPOTrainer  # noqa: E402
 from tests.problems.pipeline.mcm_reference import constrained_optimum  # noqa: E402
 
 SMALL = PolicyConfig(layers=2, width=32, iterations=2, frequencies=4)
@@ -101,7 +101,7 @@ def test_save_and_load_round_trip(tmp_path) -> None:
 
 
 def test_loading_a_file_that_is_not_a_policy_is_one_input_error(tmp_path) -> None:
-    from engine.errors import InputError
+    from gapstop.engine.errors import InputError
 
     bad = tmp_path / "bad.pt"
     bad.write_text("not a policy")

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from engine.records import Bound
-from problems.pipeline.generators import random_dag
-from problems.pipeline.run import run_bound_job
+from gapstop.engine.records import Bound
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.run import run_bound_job
 from tests.problems.pipeline import reference as ref
 
 
@@ -53,7 +53,7 @@ def test_exact_job_ends_when_its_mip_proves_optimality() -> None:
 
 
 def test_head_start_extension_follows_the_spectral_bound() -> None:
-    from problems.pipeline.run import SPECTRAL_MARGIN, SPECTRAL_WAIT_S, extend_head_start
+    from gapstop.problems.pipeline.run import SPECTRAL_MARGIN, SPECTRAL_WAIT_S, extend_head_start
 
     def spectral(value: float, final: bool) -> dict[str, Bound]:
         detail = {"iterations": 7} if final else {}

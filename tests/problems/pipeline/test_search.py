@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from problems.pipeline.generators import regal_like
-from problems.pipeline.search import PipelineSearch
+from gapstop.problems.pipeline.generators import regal_like
+from gapstop.problems.pipeline.search import PipelineSearch
 
 
 def test_first_batch_of_an_island_is_its_seeded_generation() -> None:

@@ -14,9 +14,9 @@ import itertools
 import numpy as np
 import pytest
 
-from problems.pipeline import _kernels, bounds, spectral
-from problems.pipeline.generators import random_dag, regal_like
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline import _kernels, bounds, spectral
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
 
 

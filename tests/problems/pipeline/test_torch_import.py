@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from launch import main
-from problems.chip import load_chip
-from problems.pipeline.evaluate import evaluate
-from problems.pipeline.io import load_graph, problem_from_dict
-from problems.pipeline.plan import solve_contiguous, split_spec
+from gapstop.launch import main
+from gapstop.problems.chip import load_chip
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.io import load_graph, problem_from_dict
+from gapstop.problems.pipeline.plan import solve_contiguous, split_spec
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -77,7 +77,7 @@ def _models() -> dict[str, tuple[Any, tuple[Any, ...]]]:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from problems.pipeline.importers.torch_export import import_torch
+    from gapstop.problems.pipeline.importers.torch_export import import_torch
 
     out = {}
     for name, (model, args) in _models().items():
@@ -201,7 +201,7 @@ def test_onnx_export_of_the_same_model_imports_with_the_same_gemm_flops(exported
     pytest.importorskip("onnx")
     import warnings
 
-    from problems.pipeline.importers.onnx_graph import import_onnx
+    from gapstop.problems.pipeline.importers.onnx_graph import import_onnx
 
     e = exported["transformer"]
     path = tmp_path / "t.onnx"
@@ -218,7 +218,7 @@ def test_onnx_export_of_the_same_model_imports_with_the_same_gemm_flops(exported
 
 
 def test_a_tuple_output_is_charged_for_the_elements_read(tmp_path: Path) -> None:
-    from problems.pipeline.importers.torch_export import import_torch
+    from gapstop.problems.pipeline.importers.torch_export import import_torch
 
     class MaxValues(nn.Module):
         def forward(self, x: Any) -> Any:

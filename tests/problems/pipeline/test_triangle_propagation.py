@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from problems.pipeline._propagate import BUDGET, FOUND, constrained_dfs
-from problems.pipeline.constraints import Constraints, ConstraintSolver
-from problems.pipeline.generators import random_dag
-from problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline._propagate import BUDGET, FOUND, constrained_dfs
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver
+from gapstop.problems.pipeline.generators import random_dag
+from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline.mcm_reference import all_labellings, first_violation
 
 
