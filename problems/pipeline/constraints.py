@@ -527,6 +527,23 @@ class ConstraintSolver:
         self._witness = chips
         return chips
 
+    def closest(self, target: Any, rng: np.random.Generator, time_limit_s: float | None = None) -> Outcome:
+        """The valid partition CP-SAT finds closest to ``target`` (most nodes kept on their
+        target chip) in ``time_limit_s`` (default :attr:`fallback_s`), scored like every
+        other outcome; ``"infeasible"`` or ``"unknown"`` when it has none. Slower than
+        :meth:`fix` (a solve, not a propagation), but it keeps a proposal's structure where
+        FIX's greedy repair scatters it."""
+        from gapstop.problems.pipeline._propagate import BUDGET, FOUND, INFEASIBLE
+
+        y = np.asarray(target, dtype=np.int64)
+        if self.proof in ("infeasible", "unknown"):
+            return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, y, 0, 0)
+        limit = self.fallback_s if time_limit_s is None else time_limit_s
+        chips = self._cp_solve(y, rng, limit if self.proof == "feasible" else max(limit, self.prove_s))
+        if chips is None:
+            return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, y, 0, 0)
+        return self._finish(FOUND, chips, 0, int((chips == y).sum()), via="cp-sat")
+
     def prove(self, time_limit_s: float | None = None) -> str:
         """Ask CP-SAT whether some partition meets the static constraints (ring order, no
         empty chip, triangle; ``param <= M`` per chip). Returns and caches ``"feasible"``,

@@ -123,6 +123,10 @@ class AnnealingSearch(_Island):
         self.temperature *= self.cooling
 
 
+#: share of a BRKGA + FIX island's time its CP-SAT repairs may take (:meth:`BrkgaFixSearch._repairs`)
+CLOSEST_SHARE = 0.3
+
+
 class BrkgaFixSearch(_Island):
     """BRKGA on node priorities; Kahn + SliceGraph decode, then FIX along the same order.
 
@@ -133,26 +137,42 @@ class BrkgaFixSearch(_Island):
     """
 
     def __init__(self, problem: PipelineProblem, constraints: Constraints, rng: np.random.Generator, *,
-                 population: int = 100, seeds: NDArray[np.float64] | Callable[[], NDArray[np.float64]] | None = None
-                 ) -> None:
+                 population: int = 100, seeds: NDArray[np.float64] | Callable[[], NDArray[np.float64]] | None = None,
+                 closest_share: float = CLOSEST_SHARE) -> None:
         super().__init__(problem, constraints, rng)
         self.decoder = SliceDecoder(problem, constraints.chips)
         self.ga = BRKGA(problem.n, rng, population=population, seeds=seeds() if callable(seeds) else seeds)
         self.kept = 0  # proposed chips FIX kept, summed over candidates
+        self.closest_share = closest_share
+        self._t0 = time.monotonic()
+        self._closest_s = 0.0  # seconds spent in CP-SAT repairs
 
     def repair(self, keys: NDArray[np.float64]) -> Outcome:
         """One key vector -> its SliceGraph split (into exactly C stages with ``ring``) ->
         FIX in the split's order."""
+        return self._repairs(keys)[0]
+
+    def _repairs(self, keys: NDArray[np.float64]) -> list[Outcome]:
+        """FIX of the key vector's split, and, when FIX had to move chips and the split is
+        promising (its unconstrained cost is below the best valid one), CP-SAT's closest
+        valid partition too, within :attr:`closest_share` of the island's time."""
         split = self.decoder.decode(keys)
         blocks = split.blocks
         if self.solver.constraints.ring:
             blocks = exactly(split.order, blocks, self.solver.constraints.chips)
         out = self.solver.fix(blocks, split.order, self.rng)
         self.kept += out.kept
-        return out
+        outs = [out]
+        if self.closest_share > 0 and out.via != "cp-sat" and out.kept < self.problem.n and \
+                split.value < self.best_cost and \
+                self._closest_s <= self.closest_share * (time.monotonic() - self._t0):
+            t = time.monotonic()
+            outs.append(self.solver.closest(blocks, self.rng))
+            self._closest_s += time.monotonic() - t
+        return outs
 
     def _score(self, batch: KeyBatch) -> NDArray[np.float64]:
-        return np.array([self._offer(self.repair(keys)) for keys in batch.keys])
+        return np.array([min(self._offer(o) for o in self._repairs(keys)) for keys in batch.keys])
 
     def _iterate(self) -> None:
         run_local(self.ga, self._score, lambda: False, max_evals=1)

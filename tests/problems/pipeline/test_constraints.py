@@ -3,6 +3,8 @@ solver (SAMPLE, FIX) against brute force, the paper's Figure 2 cases, bad input.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -240,3 +242,55 @@ def test_constrained_islands_report_valid_partitions_near_the_optimum(kind: int)
     assert found and found == sorted(found, reverse=True) and found[-1] >= opt - 1e-9
     if kind == 0:  # BRKGA + FIX finds the optimum of a 7-node graph within half a second
         assert found[-1] == pytest.approx(opt, rel=1e-12)
+
+
+def test_closest_keeps_as_many_proposed_chips_as_the_best_valid_partition() -> None:
+    """CP-SAT's closest repair against brute force: a valid partition whenever one exists, keeping
+    exactly as many proposed chips as the best valid (chip-ordered) labelling does; infeasible
+    otherwise."""
+    rng = np.random.default_rng(11)
+    checked = {"valid": 0, "infeasible": 0}
+    for p, cons in CASES:
+        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle)
+        solver = ConstraintSolver(p, static)
+        target = rng.integers(0, static.chips, p.n)
+        valid = [labels for labels in all_labellings(p.n, static.chips)
+                 if first_violation(p, labels, static.chips, ring=static.ring, triangle=static.no_triangle,
+                                    memory=False) is None]
+        out = solver.closest(target, rng, time_limit_s=5.0)
+        if not valid:
+            assert out.status == "infeasible", (p.edges.tolist(), static, out)
+        else:
+            assert out.valid and out.chips is not None and out.via == "cp-sat"
+            assert tuple(out.chips.tolist()) in set(valid)
+            # the solver labels chips in ring order (edges go to the same or a later chip), which
+            # without --ring is only a renumbering of the stages
+            monotone = [labels for labels in valid if all(labels[u] <= labels[v] for u, v in p.edges.tolist())]
+            best = max(sum(int(a == b) for a, b in zip(labels, target.tolist())) for labels in monotone)
+            assert out.kept == best == int((out.chips == target).sum()), (p.edges.tolist(), static)
+            assert out.objective == evaluate(p, out.chips, constraints=static).objective
+        checked[out.status] += 1
+    assert checked["valid"] > 50 and checked["infeasible"] >= 4, checked
+
+
+def test_brkga_fix_island_tries_the_closest_repair_within_its_share() -> None:
+    """The island's CP-SAT repairs stay within their share of its time (and none with share 0),
+    and every candidate it reports is valid."""
+    from gapstop.problems.pipeline.mcm_search import BrkgaFixSearch
+
+    p = random_dag(40, 5, p=0.05)  # sparse: FIX repairs by propagation, CP-SAT is the island's choice
+    cons = Constraints(chips=4, ring=True, no_triangle=True)
+    for share in (0.0, 0.3):
+        isl = BrkgaFixSearch(p, cons, np.random.default_rng(0), population=20, closest_share=share)
+        isl.step(1.0)
+        elapsed = time.monotonic() - isl._t0
+        via = isl.solver.counts
+        if share == 0.0:
+            assert isl._closest_s == 0.0
+        else:
+            assert isl._closest_s > 0.0
+        # one solve may overrun the share by at most its own time limit
+        assert isl._closest_s <= share * elapsed + isl.solver.fallback_s + 0.5, (isl._closest_s, elapsed)
+        assert via.get("valid", 0) >= 1 and set(via) <= {"valid"}, via
+        assert isl.best_chips is not None
+        assert isl.best_cost == evaluate(p, isl.best_chips, constraints=cons).objective
