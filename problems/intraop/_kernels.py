@@ -10,6 +10,9 @@ Conventions shared by every kernel:
 * A node's neighbours are ``adj_nbr[adj_ptr[v]:adj_ptr[v+1]]`` with their tables in ``adj_tab``.
 
 All kernels are ``nogil`` so searches can run in threads.
+
+Compiled code is cached in ``__pycache__`` (numba ``cache=True``), keyed by this file's name
+and stamp, not by its import path: a change of import path needs a change of this file.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ in the problem's time unit::
 Byte quantities are int64 and summed exactly; ``work`` is summed in schedule order.
 The evaluator and SliceGraph evaluate this same expression in the same order, so
 their results agree to the last bit.
+
+Compiled code is cached in ``__pycache__`` (numba ``cache=True``), keyed by this file's name
+and stamp, not by its import path: a change of import path needs a change of this file.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ Propagation after every decision (all sound: no value of any valid completion is
 
 Status codes: 0 found, 1 infeasible (the search space is exhausted: no valid assignment
 exists), 2 budget exhausted (undecided).
+
+Compiled code is cached in ``__pycache__`` (numba ``cache=True``), keyed by this file's name
+and stamp, not by its import path: a change of import path needs a change of this file.
 """
 
 from __future__ import annotations
