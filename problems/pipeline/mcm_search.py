@@ -44,6 +44,8 @@ class _Island:
         self.best_chips: NDArray[np.int64] | None = None
         self.evals = 0
         self._improved = False
+        self._deadline = math.inf  # the running step's end (monotonic clock)
+        self._stop: Callable[[], bool] = lambda: False
 
     def _offer(self, out: Outcome) -> float:
         """Cost of a solver outcome (inf unless valid); remembers a new best."""
@@ -68,6 +70,7 @@ class _Island:
              should_stop: Callable[[], bool] = lambda: False) -> int:
         """Search for about ``budget_s`` seconds (at least one iteration); returns candidates made."""
         t_end = time.monotonic() + budget_s
+        self._deadline, self._stop = t_end, should_stop
         start = self.evals
         while not should_stop():
             self._improved = False
@@ -172,7 +175,14 @@ class BrkgaFixSearch(_Island):
         return outs
 
     def _score(self, batch: KeyBatch) -> NDArray[np.float64]:
-        return np.array([min(self._offer(o) for o in self._repairs(keys)) for keys in batch.keys])
+        costs = np.full(len(batch.keys), math.inf)
+        for i, keys in enumerate(batch.keys):
+            # a generation can take minutes where every FIX ends in CP-SAT: stop inside it when the
+            # step's time is up (the rest count as unevaluated: worst, never elites)
+            if i > 0 and (time.monotonic() >= self._deadline or self._stop()):
+                break
+            costs[i] = min(self._offer(o) for o in self._repairs(keys))
+        return costs
 
     def _iterate(self) -> None:
         run_local(self.ga, self._score, lambda: False, max_evals=1)

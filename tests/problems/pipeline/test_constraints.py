@@ -294,3 +294,20 @@ def test_brkga_fix_island_tries_the_closest_repair_within_its_share() -> None:
         assert via.get("valid", 0) >= 1 and set(via) <= {"valid"}, via
         assert isl.best_chips is not None
         assert isl.best_cost == evaluate(p, isl.best_chips, constraints=cons).objective
+
+
+def test_brkga_fix_island_step_ends_inside_a_slow_generation() -> None:
+    """Where FIX ends in CP-SAT for every proposal (tenths of a second each), a step stops when its
+    time is up instead of finishing its generation of 100 candidates."""
+    from gapstop.problems.pipeline.mcm_search import BrkgaFixSearch
+
+    p = random_dag(40, 5, p=0.15)
+    cons = Constraints(chips=6, ring=True, no_triangle=True)
+    isl = BrkgaFixSearch(p, cons, np.random.default_rng(0), population=100, closest_share=0.0)
+    t = time.monotonic()
+    made = isl.step(1.0)
+    wall = time.monotonic() - t
+    assert 1 <= made < 100 and wall < 1.0 + 2 * isl.solver.fallback_s + 1.0, (made, wall)
+    assert isl.solver.counts.get("valid", 0) == made  # only evaluated candidates were counted
+    made2 = isl.step(1.0)  # the next step goes on (the generation was told, unevaluated ones last)
+    assert made2 >= 1 and isl.best_cost == evaluate(p, isl.best_chips, constraints=cons).objective
