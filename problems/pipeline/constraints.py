@@ -383,16 +383,21 @@ class ConstraintSolver:
         return self._finish(status, chips, fails, int((chips == y).sum()))
 
     def _fallback(self, target: NDArray[np.int64], fails: int, rng: np.random.Generator,
-                  count_kept: bool = True) -> Outcome:
+                  count_kept: bool = True, time_limit_s: float | None = None) -> Outcome:
         """The backtracking budget ran out: CP-SAT decides (feasible: the valid partition
-        closest to ``target`` it finds in :attr:`fallback_s`; infeasible: a proof)."""
+        closest to ``target`` it finds in ``time_limit_s``, default :attr:`fallback_s`;
+        infeasible: a proof, within :attr:`prove_s` or ``time_limit_s`` if longer)."""
         from gapstop.problems.pipeline._propagate import BUDGET, FOUND, INFEASIBLE
 
         if self.proof == "infeasible":
             return self._finish(INFEASIBLE, target, fails, 0)
         if self.proof == "unknown":  # CP-SAT could not decide once: do not stall every call on it
             return self._finish(BUDGET, target, fails, 0)
-        chips = self._cp_solve(target, rng, self.fallback_s if self.proof == "feasible" else self.prove_s)
+        if self.proof == "feasible":
+            limit = self.fallback_s if time_limit_s is None else time_limit_s
+        else:
+            limit = self.prove_s if time_limit_s is None else max(time_limit_s, self.prove_s)
+        chips = self._cp_solve(target, rng, limit)
         if chips is None:
             return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, target, fails, 0)
         return self._finish(FOUND, chips, fails, int((chips == target).sum()) if count_kept else 0, via="cp-sat")
@@ -532,17 +537,8 @@ class ConstraintSolver:
         target chip) in ``time_limit_s`` (default :attr:`fallback_s`), scored like every
         other outcome; ``"infeasible"`` or ``"unknown"`` when it has none. Slower than
         :meth:`fix` (a solve, not a propagation), but it keeps a proposal's structure where
-        FIX's greedy repair scatters it."""
-        from gapstop.problems.pipeline._propagate import BUDGET, FOUND, INFEASIBLE
-
-        y = np.asarray(target, dtype=np.int64)
-        if self.proof in ("infeasible", "unknown"):
-            return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, y, 0, 0)
-        limit = self.fallback_s if time_limit_s is None else time_limit_s
-        chips = self._cp_solve(y, rng, limit if self.proof == "feasible" else max(limit, self.prove_s))
-        if chips is None:
-            return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, y, 0, 0)
-        return self._finish(FOUND, chips, 0, int((chips == y).sum()), via="cp-sat")
+        FIX's greedy repair scatters it. The same repair as FIX's fallback."""
+        return self._fallback(np.asarray(target, dtype=np.int64), 0, rng, time_limit_s=time_limit_s)
 
     def prove(self, time_limit_s: float | None = None) -> str:
         """Ask CP-SAT whether some partition meets the static constraints (ring order, no
