@@ -43,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gapstop.problems.pipeline._kernels import kahn_order
+
 FOUND, INFEASIBLE, BUDGET = 0, 1, 2
 
 
@@ -101,30 +103,6 @@ def _triangle(ccnt, c, reach):
 def _bit_index(low):
     """Index of the single set bit of ``low`` (a power of two below 2^63; exact in float)."""
     return np.int64(np.log2(np.float64(low)) + 0.5)
-
-
-@njit(cache=True, nogil=True)
-def _topo(n, succ_ptr, succ, pred_ptr):
-    """A topological order (Kahn, smallest index first among ready nodes is not promised)."""
-    indeg = np.empty(n, np.int64)
-    out = np.empty(n, np.int64)
-    k = 0
-    for v in range(n):
-        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
-        if indeg[v] == 0:
-            out[k] = v
-            k += 1
-    h = 0
-    while h < k:
-        x = out[h]
-        h += 1
-        for e in range(succ_ptr[x], succ_ptr[x + 1]):
-            w = succ[e]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                out[k] = w
-                k += 1
-    return out
 
 
 @njit(cache=True, nogil=True)
@@ -375,7 +353,8 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
     cand = np.empty(c, np.int64)
     use_w = weights.shape[0] == n
     prop = no_triangle and tri_prop
-    topo = _topo(n, succ_ptr, succ, pred_ptr) if prop else np.empty(0, np.int64)
+    # any topological order serves the path masks (:func:`_undecided_masks`)
+    topo = kahn_order(np.zeros(n), succ_ptr, succ, pred_ptr) if prop else np.empty(0, np.int32)
     amask = np.zeros(n, np.int64)
     bmask = np.zeros(n, np.int64)
     dp = np.zeros(n, np.int64)
