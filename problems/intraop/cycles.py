@@ -33,6 +33,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from gapstop.problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop.network import table_adjacency
 
 EXCL = BK.EXCL
 #: Residuals at or above this are frozen (never shared), which keeps every integer sum far from overflow.
@@ -330,7 +331,8 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     delta = np.zeros(0, np.float64)
     best_value, sweeps = cert, 0
     # rounds: search the tables left after the shares so far, add the new cycles, update all
-    c_nodes, c_ptr, c_nbr, c_tab = _table_adjacency(e_v, e_j, len(k))
+    c_ptr, c_nbr, c_tab = table_adjacency(e_v, e_j, len(k))
+    c_nodes = np.flatnonzero(np.diff(c_ptr))  # the nodes on a core table
     cur, cur_min = bar, bar_min
     while time.perf_counter() < deadline and sweeps < max_sweeps:
         alive = th < EXCL
@@ -376,19 +378,6 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
             batch = max(1, min(2 * batch, 16, fit))
         cur, cur_min = _leftover(clen, cedge, b_off, bar, _rounded(delta), d_off)
     return TightenResult(best_value, best_value - cert, len(cycles), sweeps)
-
-
-def _table_adjacency(e_v: NDArray[np.int64], e_j: NDArray[np.int64], n: int
-                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """The core tables ``(e_v[t], e_j[t])`` as adjacency lists over ``n`` nodes: (nodes on a
-    table, ``ptr`` (n + 1), neighbour, table index), both ends of every table listed."""
-    ends = np.concatenate([e_v, e_j]).astype(np.int64)
-    order = np.argsort(ends, kind="stable")
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
-    nbr = np.concatenate([e_j, e_v]).astype(np.int64)[order]
-    tab = np.concatenate([np.arange(len(e_v)), np.arange(len(e_v))]).astype(np.int64)[order]
-    return np.unique(ends), ptr, nbr, tab
 
 
 def _cycle_key(nodes: list[int]) -> tuple[int, ...]:

@@ -83,15 +83,23 @@ def build_network(problem: IntraopProblem) -> PairNetwork:
     tabs = np.zeros(int(tab_off[-1]), dtype=np.float64)
     _kernels.merge_edge_tables(problem.edge_u, problem.edge_v, problem.edge_ptr, problem.edge_cost,
                                pair, tab_off, tab_x, k, problem.node_ptr, unary, tabs)
-    # adjacency: each table listed under both endpoints
-    P = len(keys)
+    adj_ptr, adj_nbr, adj_tab = table_adjacency(tab_x, tab_y, n)
+    return PairNetwork(k=_ro(k.astype(np.int64)), ptr=_ro(problem.node_ptr), unary=_ro(unary),
+                       usage=_ro(problem.node_usage), tab_x=_ro(tab_x), tab_y=_ro(tab_y),
+                       tab_off=_ro(tab_off[:-1]), tabs=_ro(tabs), adj_ptr=_ro(adj_ptr),
+                       adj_nbr=_ro(adj_nbr), adj_tab=_ro(adj_tab))
+
+
+def table_adjacency(tab_x: NDArray[np.integer], tab_y: NDArray[np.integer], n: int
+                    ) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.int32]]:
+    """Tables ``t`` joining ``tab_x[t]`` and ``tab_y[t]`` as adjacency lists over ``n`` nodes, each
+    table listed under both endpoints: ``adj_ptr`` (int64[n + 1]), then per entry the neighbour
+    ``adj_nbr`` and the table ``adj_tab`` (int32), by neighbour within a node."""
+    P = len(tab_x)
     src = np.concatenate([tab_x, tab_y]).astype(np.int64)
     dst = np.concatenate([tab_y, tab_x]).astype(np.int32)
     tid = np.concatenate([np.arange(P), np.arange(P)]).astype(np.int32)
     order = np.lexsort((dst, src))
     adj_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=adj_ptr[1:])
-    return PairNetwork(k=_ro(k.astype(np.int64)), ptr=_ro(problem.node_ptr), unary=_ro(unary),
-                       usage=_ro(problem.node_usage), tab_x=_ro(tab_x), tab_y=_ro(tab_y),
-                       tab_off=_ro(tab_off[:-1]), tabs=_ro(tabs), adj_ptr=_ro(adj_ptr),
-                       adj_nbr=_ro(dst[order]), adj_tab=_ro(tid[order]))
+    return adj_ptr, dst[order], tid[order]
