@@ -126,7 +126,7 @@ class AnnealingSearch(_Island):
         self.temperature *= self.cooling
 
 
-#: share of a BRKGA + FIX island's time its CP-SAT repairs may take (:meth:`BrkgaFixSearch._repairs`)
+#: share of a BRKGA + FIX island's time its CP-SAT repairs may take (:meth:`BrkgaFixSearch.repair`)
 CLOSEST_SHARE = 0.3
 
 
@@ -150,15 +150,11 @@ class BrkgaFixSearch(_Island):
         self._t0 = time.monotonic()
         self._closest_s = 0.0  # seconds spent in CP-SAT repairs
 
-    def repair(self, keys: NDArray[np.float64]) -> Outcome:
+    def repair(self, keys: NDArray[np.float64]) -> list[Outcome]:
         """One key vector -> its SliceGraph split (into exactly C stages with ``ring``) ->
-        FIX in the split's order."""
-        return self._repairs(keys)[0]
-
-    def _repairs(self, keys: NDArray[np.float64]) -> list[Outcome]:
-        """FIX of the key vector's split, and, when FIX had to move chips and the split is
-        promising (its unconstrained cost is below the best valid one), CP-SAT's closest
-        valid partition too, within :attr:`closest_share` of the island's time."""
+        FIX in the split's order; and, when FIX had to move chips and the split is promising
+        (its unconstrained cost is below the best valid one), CP-SAT's closest valid partition
+        too, within :attr:`closest_share` of the island's time."""
         split = self.decoder.decode(keys)
         blocks = split.blocks
         if self.solver.constraints.ring:
@@ -181,7 +177,7 @@ class BrkgaFixSearch(_Island):
             # step's time is up (the rest count as unevaluated: worst, never elites)
             if i > 0 and (time.monotonic() >= self._deadline or self._stop()):
                 break
-            costs[i] = min(self._offer(o) for o in self._repairs(keys))
+            costs[i] = min(self._offer(o) for o in self.repair(keys))
         return costs
 
     def _iterate(self) -> None:
