@@ -193,10 +193,9 @@ def test_a_run_settled_in_the_prelude_never_starts_ray(tmp_path: Path) -> None:
 
 
 def test_no_prelude_in_a_process_that_has_run_ray(tmp_path: Path, monkeypatch) -> None:
-    import gapstop.actors.runner
-    from gapstop import actors
+    from gapstop.actors import runner
 
-    monkeypatch.setitem(actors.runner._PROCESS, "ray_used", True)
+    monkeypatch.setitem(runner._PROCESS, "ray_used", True)
     f = tmp_path / "g.json"
     save_graph(regal_like(5, n=24, family="sbm"), f)
     rd = tmp_path / "rd"
@@ -305,13 +304,12 @@ def test_prelude_demote_lowers_every_thread_of_the_job() -> None:
 
 
 def _run_interrupted_while_ray_starts(path: str, rd: str) -> dict:
-    import gapstop.cluster.connect
-    from gapstop import cluster
+    from gapstop.cluster import connect
 
     def interrupted_connect(*args, **kwargs):
         raise KeyboardInterrupt
 
-    cluster.connect.connect = interrupted_connect  # this process only
+    connect.connect = interrupted_connect  # this process only
     try:
         doc = run("pipeline", path, {"k": 8}, time_limit_s=30, target_gap=0.0, seed=0, run_dir=rd, workers=2,
                   head_start_s=1.0)
