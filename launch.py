@@ -199,10 +199,13 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--resume", type=click.Path(file_okay=False, exists=True), default=None,
                      help="Continue the run in this run directory."),
         click.option("--address", default=None,
-                     help="Ray cluster to join ('auto', 'ray://host:10001'); default: start Ray locally."),
-        click.option("--workers", type=int, default=None, help="Worker slots (default: one per CPU)."),
-        click.option("--cpus-per-worker", type=float, default=1.0, show_default=True),
-        click.option("--in-process", is_flag=True, help="Run in this process with threads, without Ray."),
+                     help="Ray cluster to join ('auto', 'ray://host:10001'); the run then uses Ray."),
+        click.option("--workers", type=int, default=None,
+                     help="Worker slots (default: one per CPU); given, the run uses Ray (started locally "
+                          "without --address) unless --in-process."),
+        click.option("--cpus-per-worker", type=float, default=1.0, show_default=True, help="On Ray."),
+        click.option("--in-process", is_flag=True,
+                     help="Threads in this process, never Ray (the default without --address or --workers)."),
         click.option("--quiet", is_flag=True, help="No progress output."),
     ]
     for o in reversed(opts):
@@ -231,20 +234,43 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
         raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
 
 
-def _run_on_ray(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
-                seed: int, run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                cpus_per_worker: float, quiet: bool, bounds: bool = True, out: str | None = None) -> dict[str, Any]:
-    from gapstop.actors.runner import run
-    from gapstop.engine.persist import default_run_dir
+def _solve(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
+           seed: int, run_dir: str, resume: str | None, address: str | None, workers: int | None,
+           cpus_per_worker: float, in_process: bool, quiet: bool, bounds: bool = True, islands: int | None = None,
+           out: str | None = None) -> dict[str, Any]:
+    """One certified run, in this process (threads) or on Ray: the same islands, bound jobs and
+    session either way (:mod:`engine.solve_loop`). Ray runs it when asked for by ``--address`` or
+    ``--workers`` (without ``--in-process``); otherwise the work fits this process and Ray
+    (5-10 s of start-up on a laptop) is not started."""
+    from gapstop.actors.runner import holds_run, run_config
 
-    rd = resume or run_dir or str(default_run_dir())
+    if resume is None and holds_run(run_dir):
+        raise InputError(f"--run-dir: {run_dir} already holds a run; continue it with --resume {run_dir} "
+                         "or choose another directory")
     show = _status_printer(quiet)
-    try:
-        doc = run(problem_name, path, params, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
-                  run_dir=rd, resume=resume is not None, address=address, workers=workers,
-                  cpus_per_worker=cpus_per_worker, bounds=bounds, progress=show, out_path=out)
-    except ConnectionError as e:
-        raise InputError(f"--address: cannot connect to Ray at {address!r}: {e}") from None
+    if in_process or (address is None and workers is None):
+        from gapstop.engine.deadline import run_end
+        from gapstop.engine.local_runner import run_local
+        from gapstop.problems import registry
+
+        adapter = registry.get(problem_name)
+        problem = adapter.load(path)
+        adapter.check_params(problem, params)
+        config = run_config(problem_name, path, params, seed, target_gap, time_limit)
+        doc = run_local(adapter, problem, params, run_dir=run_dir, config=config, time_limit_s=time_limit,
+                        target_gap=target_gap, seed=seed, resume=resume is not None, workers=workers,
+                        islands=islands, bounds=bounds, progress=show, out_path=out, out_failures=_OUT_WRITES,
+                        t_end=run_end())
+    else:
+        from gapstop.actors.runner import run
+
+        try:
+            doc = run(problem_name, path, params, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
+                      run_dir=run_dir, resume=resume is not None, address=address, workers=workers,
+                      cpus_per_worker=cpus_per_worker, bounds=bounds, islands=islands, progress=show,
+                      out_path=out, out_failures=_OUT_WRITES)
+        except ConnectionError as e:
+            raise InputError(f"--address: cannot connect to Ray at {address!r}: {e}") from None
     if show is not None and sys.stderr.isatty():
         click.echo("", err=True)
     return doc
@@ -307,7 +333,8 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
 @click.option("-k", "--chips", "k", type=int, required=True,
               help="Number of pipeline stages / chips (1 to 1024; README: Input limits).")
 @_run_options
-@click.option("--islands", type=int, default=1, show_default=True, help="BRKGA islands with --in-process.")
+@click.option("--islands", type=int, default=None,
+              help="Search islands (default: half the worker slots, at least one).")
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
 @click.option("--contiguous", is_flag=True,
               help="Stages contiguous in the file's node order (optimal by construction); in-process.")
@@ -316,24 +343,23 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int, no_bounds: bool,
+                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int | None, no_bounds: bool,
                    contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
                    memory_hard: bool = False, check: str | None = None, policy: str | None = None,
                    finetune: bool = False, policy_mode: str = "fix") -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
-    Runs on Ray (started locally unless --address is given) and leaves a run directory
-    with result.json, best_solution.json, events.parquet and a checkpoint.
+    Search islands and bound jobs report to one coordinator, in this process with threads,
+    or on Ray with --address or --workers. Leaves a run directory with result.json,
+    best_solution.json, events.parquet and a checkpoint.
     """
-    import tempfile
-
     from gapstop.engine.persist import default_run_dir
     from gapstop.problems.pipeline.io import check_stages, load_graph
 
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
-    if not 1 <= islands <= MAX_WORKERS:
+    if islands is not None and not 1 <= islands <= MAX_WORKERS:
         raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
     check_stages(problem, k)
@@ -355,36 +381,16 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         _solve_contiguous(graph, problem, k, time_limit, seed, out, not no_bounds)
         return
     rd = resume or run_dir or str(default_run_dir())
-    running = Path(out) if out and in_process else (
-        Path(tempfile.mkdtemp()) / "result.json" if in_process else Path(rd) / "result.json")
 
     def emit(doc: dict[str, Any]) -> None:
         _write_json(out, doc)
         _print_pipeline_result(doc)
 
-    guard = _Guard(f"pipeline-{'in-process' if in_process else 'ray'}", time_limit,
-                   lambda: _running_doc(running), emit)
-    if in_process:
-        from gapstop.problems.pipeline.run import solve_local
-
-        holder: dict[str, Any] = {}
-        show = _status_printer(quiet)
-
-        def tick(stats: Any) -> None:
-            if show is not None and "coord" in holder:
-                c = holder["coord"]
-                show({"ub": c.ub, "lb": c.lb, "gap": c.gap, "evals": stats.evals,
-                      "elapsed": holder["clock"].elapsed()})
-
-        doc = solve_local(problem, k, time_limit_s=guard.budget_s(), target_gap=target_gap, seed=seed,
-                          islands=islands, out_path=str(running), progress=tick, bounds_enabled=not no_bounds,
-                          constraints=constraints, policy=policy_spec, _expose=holder)
-        if show is not None and sys.stderr.isatty():
-            click.echo("", err=True)
-    else:
-        doc = _run_on_ray("pipeline", graph, params, time_limit=guard.budget_s(), target_gap=target_gap,
-                          seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, quiet=quiet, bounds=not no_bounds, out=out)
+    guard = _Guard(f"pipeline-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
+                   time_limit, lambda: _running_doc(Path(rd) / "result.json"), emit)
+    doc = _solve("pipeline", graph, params, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
+                 run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+                 in_process=in_process, quiet=quiet, bounds=not no_bounds, islands=islands, out=out)
     guard.give(doc, emit)
     if doc["objective"] is None:
         sys.exit(1)
@@ -485,10 +491,10 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
                   max_table: int) -> None:
     """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit.
 
-    Runs on Ray (started locally unless --address is given): penalty-search workers and
-    lower-bound workers report to one coordinator, which stops at --target-gap, on a
-    proven optimum or at the time limit. --in-process runs the searches in threads
-    (--workers of them, default one per CPU) without bounds. --method elimination
+    Penalty-search islands and lower-bound jobs report to one coordinator, which stops at
+    --target-gap, on a proven optimum or at the time limit; in this process with threads,
+    or on Ray with --address or --workers. Leaves a run directory with result.json,
+    best_solution.json, events.parquet and a checkpoint. --method elimination
     eliminates vertices exactly (no usage limit) and reports the optimum only if it
     fits the limit, else only a lower bound (exit 1).
     """
@@ -502,7 +508,6 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     if max_table < 1:
         raise InputError(f"--max-table: must be >= 1, got {max_table}")
     rd = resume or run_dir or str(default_run_dir())
-    latest: dict[str, Any] = {}
 
     def emit(doc: dict[str, Any]) -> None:
         _write_json(out, doc)
@@ -514,33 +519,16 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
 
     guard = None
     if method != "elimination":
-        guard = _Guard(f"intraop-{'in-process' if in_process else 'ray'}", time_limit,
-                       (lambda: latest.get("doc")) if in_process else (lambda: _running_doc(Path(rd) / "result.json")),
-                       emit)
-    problem = load_problem(instance)  # fail fast on bad input, before starting Ray
+        guard = _Guard(f"intraop-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
+                       time_limit, lambda: _running_doc(Path(rd) / "result.json"), emit)
+    problem = load_problem(instance)  # fail fast on bad input, before starting anything
     if guard is None:
         doc = _intraop_eliminate(problem, time_limit, max_table, t0)
         emit(doc)
     else:
-        if in_process:
-            from gapstop.problems.intraop.runner import solve
-
-            def save(inc: Any) -> None:
-                assert guard is not None
-                latest["doc"] = {"problem": "intraop", "instance": problem.name, "cost": inc.cost, "feasible": True,
-                                 "solution": inc.solution, "lower_bound": None, "gap": None,
-                                 "elapsed_s": round(guard.deadline.elapsed(), 3), "stopped_because": "running"}
-                t = time.monotonic()
-                _write_json(out, latest["doc"])
-                guard.watchdog.note_write(time.monotonic() - t)
-
-            doc = solve(problem, time_limit_s=guard.budget_s(), seed=seed,
-                        workers=workers or max(1, os.cpu_count() or 1), on_improvement=save)
-            doc["elapsed_s"] = round(guard.deadline.elapsed(), 3)
-        else:
-            doc = _run_on_ray("intraop", instance, {}, time_limit=guard.budget_s(), target_gap=target_gap,
-                              seed=seed, run_dir=rd, resume=resume, address=address, workers=workers,
-                              cpus_per_worker=cpus_per_worker, quiet=quiet, out=out)
+        doc = _solve("intraop", instance, {}, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
+                     run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+                     in_process=in_process, quiet=quiet, out=out)
         guard.give(doc, emit)
     if not doc["feasible"]:
         click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)

@@ -1,9 +1,8 @@
 """Thin Ray actors over engine/ and problems/ code.
 
 The plain classes live in their modules (testable without Ray); ``ray.remote`` is
-applied once, here, on first use: importing the package does not import Ray, so a
-local run can fork its head-start job before paying for ``import ray`` (about 0.7 s
-on a small machine; :mod:`actors.prelude`).
+applied once, here, on first use: importing the package does not import Ray (about
+0.7 s on a small machine), which a run in this process never needs.
 """
 
 from __future__ import annotations

@@ -1,182 +1,144 @@
-"""In-process runner: search workers and bound workers as threads around one Coordinator.
+"""In-process runner: the solve loop (:mod:`engine.solve_loop`) with threads for workers.
 
-The numba decoders run with ``nogil`` and OR-Tools solvers release the GIL, so
-threads give real parallelism on a laptop without Ray. The Ray runner wraps the
-same worker objects in actors.
-
-A *search worker* has ``step(budget_s, on_improvement, should_stop) -> evals`` and
-reports solutions through ``on_improvement(value, solution)``; a solution with a non-empty
-``via`` attribute (the piece of the search that found it) is logged as ``WORKER/VIA``
-(:func:`source_name`). A worker with ``accept_incumbent(cost, solution)`` is handed the run's
-incumbent between steps. A *bound job* is a
-callable ``job(ctx) -> None`` that reports through ``ctx.bound(...)`` and
-``ctx.solution(...)`` and should return early when ``ctx.should_stop()``.
+The numba decoders and kernels run with ``nogil`` and OR-Tools solvers release the GIL,
+so threads give real parallelism on a laptop without Ray. The islands, bound jobs, plan,
+session and run directory are the ones a Ray run has (:mod:`actors.runner`); only the
+workers differ.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
+import os
+import queue
 import signal
 import threading
-import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 
-from gapstop.engine.coordinator import Coordinator
-from gapstop.engine.records import Bound
+from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
+from gapstop.engine.session import Session
+from gapstop.engine.solve_loop import OutFile, drive
+from gapstop.engine.workers import JobContext, run_island
 
-
-def source_name(worker: str, found: Any) -> str:
-    """The event-log source of a search worker's solution: ``worker``, or ``worker/via``."""
-    via = getattr(found, "via", "")
-    return f"{worker}/{via}" if via else worker
-
-
-class SearchWorker(Protocol):
-    def step(self, budget_s: float, on_improvement: Callable[[float, Any], None],
-             should_stop: Callable[[], bool]) -> int: ...
+#: how often an in-process bound job asks the session whether to stop (seconds)
+JOB_POLL_S = 0.05
+#: longest wait for the worker threads when the run ends (they stop within a step)
+JOIN_S = 30.0
 
 
-@dataclass
-class JobContext:
-    """What a bound job sees: the shared coordinator (locked), stop flag and deadline."""
+class ThreadBackend:
+    """Workers as daemon threads of this process (see :class:`engine.solve_loop.Backend`)."""
 
-    coordinator: Coordinator
-    lock: threading.Lock
-    stop_event: threading.Event
-    deadline: float  # time.monotonic() value
-    name: str = ""
+    def __init__(self, adapter: Any, problem: Any, params: dict[str, Any], session: Session, seed: int,
+                 n_search: int, threads_per_job: int) -> None:
+        self.adapter, self.problem, self.params, self.session = adapter, problem, params, session
+        self.seed, self.n_search, self.threads_per_job = seed, n_search, threads_per_job
+        self.quit = threading.Event()
+        self.done: queue.SimpleQueue[tuple[int, str | None]] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
 
-    def should_stop(self) -> bool:
-        return self.stop_event.is_set() or time.monotonic() >= self.deadline
+    def _spawn(self, body: Callable[[], Any], name: str) -> int:
+        handle = len(self.threads)
 
-    def time_left(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
-
-    def bound(self, b: Bound) -> None:
-        with self.lock:
-            self.coordinator.offer_bound(b, self.name or b.method)
-
-    def solution(self, solution: Any, source: str) -> None:
-        with self.lock:
-            self.coordinator.offer_solution(solution, source)
-
-    def incumbent(self) -> tuple[float | None, Any]:
-        with self.lock:
-            inc = self.coordinator.incumbent
-            return (None, None) if inc is None else (inc.cost, inc.solution)
-
-
-BoundJob = Callable[[JobContext], None]
-
-#: a bound job with less time than this left does not start
-MIN_JOB_BUDGET_S = 0.05
-
-
-def job_budget(ctx: Any, spec: dict[str, Any], parallel: bool) -> float | None:
-    """Seconds a bound job spec may use, or None if it should not start.
-
-    Run in parallel (one job per worker) a job may use all the time left on its context;
-    run one after another (in-process) it takes its ``share`` of the time left.
-    """
-    left = ctx.time_left()
-    budget = left if parallel else left * float(spec.get("share", 1.0))
-    if budget <= MIN_JOB_BUDGET_S or ctx.should_stop():
-        return None
-    return budget
-
-
-def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[[float], None]:
-    """A reporter of a running solver's proven bounds: sends ``value`` to ``ctx.bound`` as a
-    ``bound-only`` record when it is finite and the first, or above the last one sent by
-    ``rel_step`` (relative). Each accepted bound is a checkpoint and an event on disk, so
-    tiny steps stay local; the caller reports the final bound itself."""
-    t0 = time.monotonic()
-    last = -math.inf
-
-    def report(value: float) -> None:
-        nonlocal last
-        # ``value - last``: exact for Python ints (``last + step`` would round above 2^53)
-        if math.isfinite(value) and (last == -math.inf or value - last > rel_step * abs(last)):
-            last = value
-            ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
-
-    return report
-
-
-@dataclass
-class RunStats:
-    evals: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-def run_threads(coordinator: Coordinator, searches: list[SearchWorker], bound_jobs: list[BoundJob],
-                time_limit_s: float, poll_s: float = 0.05, step_s: float = 0.25,
-                on_tick: Callable[[RunStats], None] | None = None,
-                to_solution: Callable[[Any], Any] = lambda s: s) -> tuple[str, RunStats]:
-    """Run until the coordinator says stop (or the time limit). Returns (reason, stats).
-
-    ``to_solution`` turns what a search reports into what the evaluator takes.
-    Ctrl-C sets the reason ``"interrupted"``; the best solution is kept.
-    """
-    lock = threading.Lock()
-    stop = threading.Event()
-    deadline = time.monotonic() + time_limit_s
-    stats = RunStats()
-
-    def search_loop(worker: SearchWorker, name: str) -> None:
-        def improved(value: float, sol: Any) -> None:
-            with lock:
-                coordinator.offer_solution(to_solution(sol), source_name(name, sol))
-        try:
-            while not stop.is_set() and time.monotonic() < deadline:
-                n = worker.step(min(step_s, max(0.0, deadline - time.monotonic())), improved, stop.is_set)
-                with lock:
-                    stats.evals += n
-                    inc = coordinator.incumbent
-                # the run's incumbent (e.g. the exact MIP's) into the island, which builds on it
-                if inc is not None and hasattr(worker, "accept_incumbent"):
-                    worker.accept_incumbent(inc.cost, inc.solution)
-        except Exception:
-            stats.errors.append(f"{name}: {traceback.format_exc(limit=3)}")
-
-    def bound_loop() -> None:
-        for i, job in enumerate(bound_jobs):
-            if stop.is_set() or time.monotonic() >= deadline:
-                return
-            ctx = JobContext(coordinator, lock, stop, deadline, name=getattr(job, "name", f"bound-{i}"))
+        def run() -> None:
+            error = None
             try:
-                job(ctx)
+                body()
             except Exception:
-                stats.errors.append(f"{ctx.name}: {traceback.format_exc(limit=3)}")
+                error = traceback.format_exc(limit=4)
+            self.done.put((handle, error))
 
-    threads = [threading.Thread(target=search_loop, args=(w, f"search-{i}"), daemon=True)
-               for i, w in enumerate(searches)]
-    if bound_jobs:
-        threads.append(threading.Thread(target=bound_loop, daemon=True))
-    for t in threads:
+        t = threading.Thread(target=run, name=name, daemon=True)
+        self.threads.append(t)
         t.start()
-    reason: str | None = None
-    try:
-        while reason is None:
-            time.sleep(poll_s)
-            with lock:
-                reason = coordinator.stop_reason()
-            if reason is None and time.monotonic() >= deadline:
-                reason = "time-limit"
-            if reason is None and not any(t.is_alive() for t in threads):
-                reason = "exhausted"
-            if on_tick is not None:
-                on_tick(stats)
-    except KeyboardInterrupt:
-        reason = "interrupted"
-    stop.set()
-    with sigint_held():  # the workers are stopping; a second Ctrl-C must not lose the result
-        for t in threads:
-            t.join(timeout=30)
-    return reason, stats
+        return handle
+
+    def start_search(self, slot: int, name: str, index: int) -> int:
+        def body() -> None:
+            self.session.hello(name, "local")
+            search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.n_search},
+                                              self.seed, index)
+            run_island(search, self.session, name, self.adapter.to_solution, self.quit.is_set)
+
+        return self._spawn(body, name)
+
+    def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> int:
+        import time
+
+        worker = f"bound-{slot}"
+        deadline = time.monotonic() + budget_s
+
+        def body() -> None:
+            self.session.hello(worker, "local")
+            ctx = JobContext(self.session, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S)
+            self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed,
+                                       num_workers=self.threads_per_job)
+
+        return self._spawn(body, worker)
+
+    def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, str | None]]:
+        out = []
+        try:
+            out.append(self.done.get(timeout=timeout_s))
+            while True:
+                out.append(self.done.get_nowait())
+        except queue.Empty:
+            pass
+        return out
+
+    def stop(self) -> None:
+        """Stop every worker and wait for it (a step or a solver's stop check)."""
+        self.quit.set()
+        for t in self.threads:
+            t.join(timeout=JOIN_S)
+
+
+def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: str, config: dict[str, Any],
+              time_limit_s: float, target_gap: float, seed: int, resume: bool = False, workers: int | None = None,
+              islands: int | None = None, bounds: bool = True, head_start_s: float | None = None,
+              progress: Callable[[dict[str, Any]], None] | None = None, poll_s: float = 0.05,
+              out_path: str | None = None, out_failures: Any = None, t_end: float | None = None) -> dict[str, Any]:
+    """Run one certified search in this process and return the result document.
+
+    ``workers`` slots (default one per CPU) split as on Ray (:func:`engine.plan.slot_plan`;
+    ``islands`` fixes the number of search islands). ``head_start_s``: the dedicated bound
+    job's head start (None: :func:`engine.plan.default_head_start`, extended as the problem's
+    ``extend_head_start`` decides). ``out_path``: also write the result document there, rewritten
+    at every improvement and at the end (a failed write reported through ``out_failures``, a
+    :class:`engine.persist.WriteFailures`, if given). ``t_end``: a ``time.monotonic()`` deadline before the
+    time limit (the process's). Ctrl-C stops the run; the best solution is kept.
+    """
+    import time
+
+    total = workers or max(1, os.cpu_count() or 1)
+    n_search, n_bound = slot_plan(total, bounds, islands)
+    specs = adapter.bound_job_specs(problem, params) if bounds else []
+    plan = BoundPlan(specs, time_limit_s)
+    head = default_head_start(time_limit_s) if head_start_s is None else head_start_s
+    config = {**config, "workers": n_search + n_bound, "search_workers": n_search, "bound_workers": n_bound,
+              "head_start_s": head if plan.head_start_wanted else 0.0, "runner": "in-process"}
+    session = Session(adapter, problem, params, run_dir, config, target_gap, time_limit_s, resume=resume)
+    out = OutFile(out_path, session.running_doc, out_failures)
+    end = time.monotonic() + time_limit_s - session.clock.elapsed()
+    if t_end is not None:
+        end = min(end, t_end)
+
+    def tick(st: dict[str, Any]) -> None:
+        out.update(st)
+        if progress is not None:
+            progress(st)
+
+    backend = ThreadBackend(adapter, problem, params, session, seed, n_search, 1)
+    extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
+    reason = drive(session, backend, plan, n_search, n_bound, t_end=end, head_s=head, extend=extend,
+                   poll_s=poll_s, on_tick=tick)
+    with sigint_held():  # the result is being written: a second Ctrl-C must not lose it
+        backend.quit.set()
+        doc = session.finalize(reason)
+        out.final(doc)
+        backend.stop()
+    return doc
 
 
 @contextlib.contextmanager

@@ -1,10 +1,16 @@
-"""Problems by name, behind one small interface the runners and actors use.
+"""Problems by name: each adapter declares what a run of its problem is made of.
 
-An adapter knows how to load its problem, build the exact evaluator, the search
-workers and the bound jobs, and write the result document. The runners
-(:mod:`engine.local_runner`, :mod:`actors`) only ever talk to adapters, so a new
-problem plugs in without touching them. ``params`` is a small JSON-serialisable
-dict of problem options (e.g. ``{"k": 8}``).
+An adapter says how to load the problem, which exact evaluator re-scores solutions,
+which search islands and bound jobs run, and which result document is written; the
+algorithms themselves live in ``problems/<p>/`` (e.g. :mod:`problems.pipeline.run`,
+:mod:`problems.intraop.jobs`). The one solve loop (:mod:`engine.solve_loop`, with
+threads or Ray actors) only ever talks to adapters, so a new problem is a subpackage
+of ``problems/`` and one adapter here (or :func:`register`), touching neither
+``engine/`` nor ``actors/``. ``params`` is a small JSON-serialisable dict of problem
+options (e.g. ``{"k": 8}``).
+
+Optional: ``extend_head_start(last_bounds, other_lb, waited_s) -> bool | None``, asked
+when the dedicated job's head start is over (:func:`engine.solve_loop.drive`).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ class Adapter(Protocol):
         """Import what bound jobs need (solvers), so a bound worker pays it at start-up."""
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
-                      seed: int, parallel: bool, num_workers: int) -> None: ...
+                      seed: int, num_workers: int) -> None: ...
 
     def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
                    elapsed_s: float) -> dict[str, Any]: ...
@@ -90,9 +96,9 @@ class PipelineAdapter:
         import gapstop.problems.pipeline.evaluate  # noqa: F401  (compiled kernels, for the MIP's hints)
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
-                      seed: int, parallel: bool, num_workers: int) -> None:
+                      seed: int, num_workers: int) -> None:
         from gapstop.problems.pipeline.run import run_bound_job
-        run_bound_job(problem, params["k"], spec, ctx, seed, parallel=parallel, num_workers=num_workers,
+        run_bound_job(problem, params["k"], spec, ctx, seed, num_workers=num_workers,
                       constraints=_pipeline_constraints(params))
 
     def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
@@ -105,25 +111,10 @@ class PipelineAdapter:
         return extend_head_start(job_bounds, lb, waited_s)
 
 
-#: The Lagrangian bound job leaves this share of its time, when the usage limit can bind, to a
-#: penalty search started from its multipliers' usage prices (a Lagrangian heuristic), whose
-#: solutions it reports. Instance A at 60 s on 2 CPUs (one island, one bound worker): median 1.00025
-#: x the best known cost over 11 runs (8 at 1.000025-1.00026) against 1.0033 over 7 (3 at
-#: 1.00026-1.00035) when the first island priced usage itself instead (BENCHMARKS.md).
-LAGRANGIAN_HEURISTIC_SHARE = 0.5
-
-
 class IntraopAdapter:
     """Intra-operator sharding (IOPDDL): no params; exact integer costs."""
 
     name = "intraop"
-    #: bound methods run by bound workers after the instant ``trivial`` one, with their shares of
-    #: the time left: the exact model first (it proves small instances optimal at once and is
-    #: skipped on large ones), then the Lagrangian to the end. No ``unconstrained`` job: the
-    #: Lagrangian's bound is at least as high (its multipliers start at 0, and without a usage
-    #: limit that can bind it computes the same relaxation).
-    BOUND_JOBS = (("exact", 0.2), ("lagrangian", 1.0))
-
     def load(self, path: str) -> Any:
         from gapstop.problems.intraop.io import load_problem
         return load_problem(path)
@@ -157,50 +148,16 @@ class IntraopAdapter:
         return [lower_bound(problem, "trivial", 5.0)]
 
     def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"kind": k, "share": s} for k, s in self.BOUND_JOBS]
+        from gapstop.problems.intraop.jobs import BOUND_JOBS
+        return [{"kind": k, "share": s} for k, s in BOUND_JOBS]
 
     def prepare_bounds(self) -> None:
         import gapstop.problems.intraop.bounds  # noqa: F401
 
     def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any,
-                      seed: int, parallel: bool, num_workers: int) -> None:
-        import math
-        import time
-
-        from gapstop.problems.intraop.bounds import lower_bound
-        from gapstop.engine.local_runner import job_budget, live_bound
-        budget = job_budget(ctx, spec, parallel)
-        if budget is None:
-            return
-        end = time.perf_counter() + budget
-        kw: dict[str, Any] = {"num_workers": max(2, num_workers), "seed": seed} if spec["kind"] == "exact" else {}
-        prices: list[Any] = []
-        if spec["kind"] == "lagrangian":
-            # the incumbent's cost steers the Polyak step size; the searches keep lowering it, so it is
-            # asked again (at most once a second: the answer carries the solution)
-            seen = {"t": -math.inf, "ub": None}
-
-            def target() -> float | None:
-                if time.monotonic() - seen["t"] >= 1.0:
-                    seen["t"], seen["ub"] = time.monotonic(), ctx.incumbent()[0]
-                return seen["ub"]
-
-            kw["upper_bound"] = target
-            # every improving multiplier vector's value is itself a valid bound: report it now
-            kw["on_improvement"] = live_bound(ctx, "lagrangian", "trw-s", 0.0)
-            kw.update(price_reserve=LAGRANGIAN_HEURISTIC_SHARE, on_prices=prices.append)
-        b = lower_bound(problem, spec["kind"], budget, **kw)
-        sol = (b.detail or {}).get("solution")
-        if sol is not None:
-            ctx.solution(sol, f"{spec['kind']}-cpsat")
-        ctx.bound(b)
-        if prices and not ctx.should_stop():
-            from gapstop.problems.intraop.penalty import PenaltySearch, run_until
-            from gapstop.problems.intraop.relaxed import prepare
-
-            search = PenaltySearch(prepare(problem), prices[0], seed, jitter=0.0)
-            run_until(search, end, lambda f: ctx.solution(self.to_solution(f), "lagrangian-heuristic"),
-                      ctx.should_stop)
+                      seed: int, num_workers: int) -> None:
+        from gapstop.problems.intraop.jobs import run_bound_job
+        run_bound_job(problem, spec, ctx, seed, num_workers)
 
     def result_doc(self, problem: Any, params: dict[str, Any], coord: Coordinator, reason: str,
                    elapsed_s: float) -> dict[str, Any]:

@@ -47,8 +47,8 @@ def test_an_unwritable_out_file_is_one_line_and_the_result_is_printed(tmp_path: 
 
     blocker = tmp_path / "file"
     blocker.write_text("")
-    res = CliRunner().invoke(main, ["intraop", "solve", EXAMPLE, "--in-process", "--time-limit", "1",
-                                                    "--out", str(blocker / "r.json")])
+    res = CliRunner().invoke(main, ["intraop", "solve", EXAMPLE, "--in-process", "--time-limit", "5", "--quiet",
+                                    "--run-dir", str(tmp_path / "rd"), "--out", str(blocker / "r.json")])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["cost"] == 445
     assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"warning: cannot write {blocker / 'r.json'}: ")

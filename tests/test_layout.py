@@ -29,36 +29,23 @@ def test_the_check_can_see_a_ray_import() -> None:
     assert "ray" in _imports(ROOT / "actors" / "__init__.py")
 
 
-def test_the_local_run_path_imports_ray_only_after_the_head_start_fork() -> None:
-    # actors.runner forks the head-start job before Ray is needed; importing Ray first
-    # would delay that job by the import's ~0.7 s on every local run
-    import subprocess
-    import sys
-
-    code = ("import sys, gapstop.actors.runner, gapstop.actors.prelude, gapstop.problems.registry; from gapstop import launch, actors; "
-            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
-def test_the_drivers_part_of_a_head_start_imports_neither_ortools_nor_pandas(tmp_path: Path) -> None:
-    # during the head start the driver shares the cores with the exact MIP; importing
-    # OR-Tools' cp_model (which imports pandas) there took ~0.35 s of CPU from it, and
-    # pyarrow's list conversion importing pandas another ~0.3 s
+def test_a_local_run_never_imports_ray(tmp_path: Path) -> None:
+    # a run without --address or --workers fits this process: Ray (0.7 s to import, 5-10 s to
+    # start on a laptop) is neither imported nor started
     import subprocess
     import sys
 
     code = ("import sys\n"
-            "import gapstop.actors.prelude\n"
-            "from gapstop.actors.coordinator import CoordinatorActor\n"
-            "from gapstop.problems.pipeline.generators import regal_like\n"
-            "p = regal_like(5, n=24, family='sbm')\n"
-            f"c = CoordinatorActor('pipeline', p, {{'k': 2}}, {str(tmp_path / 'rd')!r}, {{'problem': 'pipeline'}}, 0.0, 60.0)\n"
-            "assert c.report_solution({'blocks': [0] * p.n}, 'test')\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas')))\n")
+            "from click.testing import CliRunner\n"
+            "from gapstop.launch import main\n"
+            f"r = CliRunner().invoke(main, ['pipeline', 'solve', {str(ROOT / 'examples' / 'regal_like_60.json')!r}, "
+            f"'-k', '2', '--time-limit', '3', '--quiet', '--run-dir', {str(tmp_path / 'rd')!r}])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "rd" / "result.json").exists()
 
 
 def _declared_dependencies() -> list[str]:

@@ -1,15 +1,15 @@
-"""One intra-op search worker for the distributed runner: its share of the weight scales.
+"""One intra-op search island: its share of the weight scales.
 
 Island ``index`` of ``n_islands`` probes the (weight scale, solver variant) pairs
 assigned to it round-robin: uniform weights 0.1, 1, 10, 100 (then 10^3 ... 10^6
-while none of its own is feasible), each solver variant of the in-process runner,
-each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch` with its own
+while none of its own is feasible, following the contest winner), each solver
+variant of :data:`VARIANTS`, each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch` with its own
 seed; once each has made :data:`PROBE_ITERATIONS` iterations it spends its time mostly on its best search, giving every
 fourth slice to the others in turn (a search started elsewhere can overtake).
 Its best solution is polished by pair-table moves at most every ``polish_every_s``.
-(On Ray a search from Lagrangian usage prices runs on the bound worker instead: see
-the Lagrangian bound job in :mod:`problems.registry`.) Knows nothing of Ray: the search
-worker actor calls :meth:`step`.
+(A search from Lagrangian usage prices runs in the Lagrangian bound job instead:
+:mod:`problems.intraop.jobs`.) Knows nothing of threads or Ray: the solve loop's island
+worker (:func:`engine.workers.run_island`) calls :meth:`step`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,16 @@ from gapstop.problems.intraop import repair as greedy
 from gapstop.problems.intraop.evaluate import evaluate
 from gapstop.problems.intraop.penalty import Found, PenaltySearch
 from gapstop.problems.intraop.relaxed import Prepared
-from gapstop.problems.intraop.runner import FIRST_SCALES, MORE_SCALES, VARIANTS
+
+#: Initial uniform weights tried first, and the escalation while nothing is feasible.
+FIRST_SCALES = (0.1, 1.0, 10.0, 100.0)
+MORE_SCALES = (1e3, 1e4, 1e5, 1e6)
+#: Search variants started at every scale: full relaxed solves, and shorter ones that update the
+#: weights more often (clearly better on instance A, slightly worse on M and S in 40 s runs).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "deep": {},
+    "quick": {"solve_options": {"patience": 2, "max_sweeps": 20}},
+}
 
 
 #: Every search started makes this many iterations, the least advanced first, before the island
@@ -36,7 +45,7 @@ PROBE_ITERATIONS = 15
 class IntraopIsland:
     def __init__(self, prep: Prepared, seed: int, index: int = 0, n_islands: int = 1, *,
                  slice_s: float = 0.5, polish_every_s: float = 10.0, probe_iterations: int | None = None) -> None:
-        # (weight scale, solver variant) pairs, as the in-process runner probes them
+        # (weight scale, solver variant) pairs
         keys = [(w, v) for w in FIRST_SCALES + MORE_SCALES for v in VARIANTS]
         mine = keys[index % len(keys)::max(1, n_islands)] or [keys[index % len(keys)]]
         self.first = [key for key in mine if key[0] in FIRST_SCALES] or mine[:1]

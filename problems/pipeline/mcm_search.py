@@ -11,7 +11,7 @@ constraint solver (:class:`problems.pipeline.constraints.ConstraintSolver`).
   that order) repairs empty chips, triangles and memory.
 
 Each is an island with ``step(budget_s, on_improvement, should_stop) -> evaluations``
-(see :mod:`engine.local_runner`); improvements are reported as
+(see :mod:`engine.workers`); improvements are reported as
 :class:`~problems.pipeline.decoder.Split` objects whose ``blocks`` are the chips.
 """
 

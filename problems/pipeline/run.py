@@ -1,10 +1,10 @@
 """What a pipeline partitioning run is made of: evaluator, search islands, bound jobs, result.
 
-Problem-specific glue between :mod:`problems.pipeline` and the problem-agnostic
-runners (:mod:`engine.local_runner` in-process, :mod:`actors` on Ray). Bound jobs
-are small picklable specs (``{"kind": ..., ...}``) resolved by
-:func:`run_bound_job` in whatever process holds the problem, so the problem
-crosses the wire once.
+What the pipeline adapter (:mod:`problems.registry`) declares, implemented: the
+problem-agnostic solve loop (:mod:`engine.solve_loop`, in threads or on Ray) runs these
+islands and bound jobs. Bound jobs are small picklable specs (``{"kind": ..., ...}``)
+resolved by :func:`run_bound_job` in whatever process holds the problem, so the
+problem crosses the wire once.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from gapstop.engine.coordinator import Coordinator
-from gapstop.engine.local_runner import job_budget, live_bound
+from gapstop.engine.workers import job_budget, live_bound
 from gapstop.engine.records import Bound
 from gapstop.problems.pipeline.constraints import Constraints
 from gapstop.problems.pipeline.model import PipelineProblem
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from gapstop.problems.pipeline.decoder import Split
 
 # The decoder, evaluator and search modules load numba (0.2 s) and are imported where
-# used: a local run reads this module before it forks its head-start MIP, which needs
-# none of them.
+# used: a bound worker needs none of them.
 
 GUESS_GROUP = "guess-the-bottleneck"
 #: threads of the exact MIP's CP-SAT solve, whatever its worker slot's CPU count
@@ -89,7 +88,7 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
     from gapstop.problems.pipeline.search import PipelineSearch, mla_seeds
 
     if policy is not None:
-        # a restarted worker gets index slot + 1000 * generation (actors/runner.py)
+        # a restarted worker gets index slot + 1000 * generation (engine/solve_loop.py)
         if index % 1000 == 0:
             from gapstop.problems.pipeline.rl import require_torch
             require_torch()
@@ -160,19 +159,18 @@ def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, A
 
 # ---------------------------------------------------------------------------------- bounds
 def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
-    """The bound hierarchy beyond ``simple``, cheapest first.
+    """The bound hierarchy beyond ``simple``, cheapest first (see :class:`engine.plan.BoundPlan`).
 
-    ``share`` is the fraction of the remaining time a job takes when jobs run one
-    after another (in-process); run in parallel (Ray) each job may use all of it.
-    guess-the-bottleneck is one job per guessed stage j (a group the coordinator
-    combines as min_j); it is skipped for k > 8, where it adds little over
+    ``share`` is the fraction of the remaining time a queued job takes. guess-the-bottleneck
+    is one job per guessed stage j (members of a group the coordinator combines as
+    min_j, each run in time slices); it is skipped for k > 8, where it adds little over
     ``bottleneck`` (Archer et al. 2024, Table 1) and costs k models.
     """
     specs: list[dict[str, Any]] = [{"kind": "bottleneck", "share": 0.10}]
     if 2 <= k <= 8:
-        specs += [{"kind": "guess", "j": j, "share": 0.25 / k} for j in range(1, k + 1)]
+        specs += [{"kind": "guess", "j": j, "group": GUESS_GROUP} for j in range(1, k + 1)]
     # the exact MIP proves many real-model instances optimal within seconds when it has
-    # the cores to itself: it asks for a head start (see actors/runner.py)
+    # the cores to itself: it asks for a head start (see engine/solve_loop.py)
     specs.append({"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True})
     return specs
 
@@ -189,9 +187,9 @@ SPECTRAL_WAIT_S = SPECTRAL_MAX_S + 5.0
 
 
 def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: float) -> bool | None:
-    """Whether the exact MIP's head start should go on, once it is over (local runs).
+    """Whether the exact MIP's head start should go on to the end of the run, once it is over.
 
-    ``job_bounds``: the last bound of each method the MIP's job reported (the spectral bound
+    ``job_bounds``: the last bound of each method reported (the spectral bound
     runs in that job from the head start's end: live values, then its final record, which
     carries ``detail["iterations"]``); ``lb``: the best bound from elsewhere (the closed
     forms, the MIP's own); ``waited_s``: seconds since the head start ended.
@@ -215,14 +213,13 @@ def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: 
 
 
 def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, seed: int = 0,
-                  parallel: bool = False, num_workers: int = 1,
-                  constraints: Constraints | None = None) -> None:
+                  num_workers: int = 1, constraints: Constraints | None = None) -> None:
     """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,
     ``time_left``, ``should_stop``). Every bound of the unconstrained problem bounds the
     constrained one; only the exact MIP adds ``constraints`` (the linear ones)."""
     from gapstop.problems.pipeline import bounds
 
-    budget = job_budget(ctx, spec, parallel)
+    budget = job_budget(ctx)
     if budget is None:
         return
     kind = spec["kind"]
@@ -408,66 +405,3 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
     th = threading.Thread(target=work, name="spectral-bound", daemon=True)
     th.start()
     return th
-
-
-# ------------------------------------------------------------------------------ in-process
-class _LocalJob:
-    def __init__(self, problem: PipelineProblem, k: int, spec: dict[str, Any], seed: int,
-                 constraints: Constraints | None = None) -> None:
-        self.problem, self.k, self.spec, self.seed = problem, k, spec, seed
-        self.constraints = constraints
-        self.name = spec["kind"] + (f"[{spec['j']}]" if "j" in spec else "")
-
-    def __call__(self, ctx: Any) -> None:
-        run_bound_job(self.problem, self.k, self.spec, ctx, self.seed, constraints=self.constraints)
-
-
-def solve_local(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0, target_gap: float = 0.0,
-                seed: int = 0, islands: int = 1, out_path: str | None = None,
-                progress: Any = None, bounds_enabled: bool = True,
-                constraints: Constraints | None = None, policy: dict[str, Any] | None = None,
-                _expose: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run searches and bounds in-process until the target gap, optimality or the time limit.
-
-    With active ``constraints`` (chips = k) only valid partitions are accepted, the searches
-    are the constrained islands of :func:`make_search`, and the exact MIP carries the
-    constraints it can model. With ``policy``, island 0 is the learned policy's.
-
-    With ``out_path``, the result file is rewritten atomically at every improvement
-    (``"stopped_because": "running"``), so a killed run keeps its best partition.
-    Returns the final result document.
-    """
-    from gapstop.engine.local_runner import run_threads
-    from gapstop.engine.persist import WriteFailures
-    from gapstop.engine.stopping import Clock, standard
-    from gapstop.problems.pipeline.closed_form import simple_bound
-    # loaded before the clock starts (on a new machine their kernels compile for seconds)
-    from gapstop.problems.pipeline.decoder import SliceDecoder  # noqa: F401
-    from gapstop.problems.pipeline.search import PipelineSearch  # noqa: F401
-
-    clock = Clock()
-    holder: dict[str, Coordinator] = {}
-    writes = WriteFailures()  # a failed write is one line on stderr; the searches go on
-
-    def persist(_: Any) -> None:
-        if out_path:
-            writes.write_json(out_path, result_doc(problem, k, holder["c"], "running", clock.elapsed(),
-                                                   constraints))
-
-    coord = Coordinator(PipelineEvaluator(problem, k, constraints), standard(target_gap, time_limit_s), clock,
-                        on_incumbent=persist)
-    holder["c"] = coord
-    if _expose is not None:  # lets a caller show live progress
-        _expose.update(coord=coord, clock=clock)
-    coord.offer_bound(simple_bound(problem, k))  # closed form, instant
-    searches = [make_search(problem, k, seed, i, constraints=constraints, policy=policy) for i in range(islands)]
-    jobs = [_LocalJob(problem, k, s, seed, constraints) for s in bound_job_specs(problem, k)] if bounds_enabled else []
-    reason, stats = run_threads(coord, searches, jobs, time_limit_s - clock.elapsed(),
-                                on_tick=progress, to_solution=split_to_solution)
-    doc = result_doc(problem, k, coord, reason, clock.elapsed(), constraints)
-    doc["evaluations"] = stats.evals
-    if stats.errors:
-        doc["worker_errors"] = stats.errors
-    if out_path:
-        writes.write_json(out_path, doc)
-    return doc

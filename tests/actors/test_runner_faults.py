@@ -10,7 +10,6 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gapstop.actors import runner  # noqa: E402
 from gapstop.actors.runner import run  # noqa: E402
 from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
 from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
@@ -22,7 +21,6 @@ pytestmark = [pytest.mark.ray]
 
 def test_unwritable_run_dir_on_ray_prints_the_result_and_out_follows_improvements(tmp_path: Path, monkeypatch,
                                                                                    capsys) -> None:
-    monkeypatch.setitem(runner._PROCESS, "ray_used", True)  # no head start in this process: Ray at once
     g = tmp_path / "g.json"
     save_graph(regal_like(7, n=60, family="sbm"), g)
     blocker = tmp_path / "file"

@@ -39,14 +39,14 @@ def test_intraop_lagrangian_job_reports_its_bound_then_priced_solutions() -> Non
     adapter = registry.get("intraop")
     # on a new machine the first job compiles the kernels: not part of the timing below
     adapter.run_bound_job(random_instance(8, 0, max_k=3, limit_quantile=0.2), {}, {"kind": "lagrangian"},
-                          _Ctx(0.3), 0, parallel=True, num_workers=1)
+                          _Ctx(0.3), 0, num_workers=1)
     priced = 0
     for seed in range(12):
         p = random_instance(8, seed, max_k=3, limit_quantile=0.2)
         best, _ = brute_force_table(p)
         ctx = _Ctx(1.0)
         t0 = time.monotonic()
-        adapter.run_bound_job(p, {}, {"kind": "lagrangian", "share": 1.0}, ctx, seed, parallel=True, num_workers=1)
+        adapter.run_bound_job(p, {}, {"kind": "lagrangian", "share": 1.0}, ctx, seed, num_workers=1)
         assert time.monotonic() - t0 < 2.0  # the job keeps to its deadline
         bounds = [i for i, e in enumerate(ctx.events) if e[0] == "bound"]
         found = [(i, e[1]) for i, e in enumerate(ctx.events) if e[0] == "solution" and e[2] == "lagrangian-heuristic"]
@@ -71,7 +71,7 @@ def test_intraop_lagrangian_job_reports_its_bound_then_priced_solutions() -> Non
 def test_intraop_lagrangian_job_without_a_usage_limit_only_bounds() -> None:
     p = random_instance(8, 2, max_k=3, limit_quantile=None)
     ctx = _Ctx(0.5)
-    registry.get("intraop").run_bound_job(p, {}, {"kind": "lagrangian", "share": 1.0}, ctx, 0, parallel=True,
+    registry.get("intraop").run_bound_job(p, {}, {"kind": "lagrangian", "share": 1.0}, ctx, 0,
                                           num_workers=1)
     assert ctx.events and all(e[0] == "bound" for e in ctx.events)
 

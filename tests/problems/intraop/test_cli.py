@@ -20,7 +20,8 @@ def _solve_args() -> list[str]:
 
 def test_solve_contest_format(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
-    r = CliRunner().invoke(main, [*_solve_args(), EXAMPLE, "--time-limit", "1", "--format", "contest"])
+    r = CliRunner().invoke(main, [*_solve_args(), EXAMPLE, "--time-limit", "5", "--format", "contest", "--quiet",
+                                  "--run-dir", str(tmp_path / "rd")])
     assert r.exit_code == 0, r.output
     assert r.output.strip() == "[0, 0, 2, 1, 0]"
 
@@ -28,13 +29,15 @@ def test_solve_contest_format(tmp_path, monkeypatch):
 def test_solve_writes_result_file(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPSTOP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "r" / "result.json"
-    r = CliRunner().invoke(main, [*_solve_args(), EXAMPLE, "--time-limit", "1", "--seed", "4",
-                                  "--workers", "2", "--out", str(out)])
+    r = CliRunner().invoke(main, [*_solve_args(), EXAMPLE, "--time-limit", "5", "--seed", "4",
+                                  "--workers", "2", "--out", str(out), "--quiet", "--run-dir", str(tmp_path / "rd")])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     assert json.loads(r.output) == doc
     assert doc["cost"] == 445 and doc["feasible"] is True and doc["solution"] == [0, 0, 2, 1, 0]
-    assert doc["lower_bound"] is None and doc["gap"] is None and doc["stopped_because"] == "time-limit"
+    # the islands and the bound jobs of a Ray run: the exact model proves the optimum at once
+    assert doc["lower_bound"] == 445 and doc["gap"] == 0.0 and doc["stopped_because"] == "optimal"
+    assert doc["jobs"]["searches"] == ["search-0"] and doc["jobs"]["bounds"][0] == "exact"
     ev = CliRunner().invoke(main, ["intraop", "evaluate", EXAMPLE, str(out)])
     assert ev.exit_code == 0 and json.loads(ev.output)["cost"] == 445
 

@@ -14,11 +14,18 @@ SCRIPT = """
 import json
 import gapstop.problems.intraop.relaxed as relaxed
 from gapstop.problems.intraop.generators import random_instance
-from gapstop.problems.intraop.runner import solve
+from gapstop.problems.intraop.penalty import PenaltySearch
 relaxed.EXHAUSTIVE_LIMIT = 0  # exercise TRW-S and the forest descent, not enumeration
 p = random_instance(30, 5, max_k=3, limit_quantile=0.5, edge_p=0.12)
-r = solve(p, time_limit_s=600, seed=2, max_iterations=6)
-print(json.dumps([r["cost"], r["solution"]]))
+prep = relaxed.prepare(p)
+bests = []
+for i, w0 in enumerate((0.1, 1.0, 10.0, 100.0)):
+    s = PenaltySearch(prep, w0, 2 + i)
+    for _ in range(6):
+        s.iterate()
+    if s.best() is not None:
+        bests.append((s.best().cost, [int(x) for x in s.best().solution]))
+print(json.dumps(min(bests) if bests else [None, None]))
 """
 
 

@@ -1,5 +1,5 @@
-"""``intraop solve --in-process``: certificates only from a proven bound, costs only from the
-evaluator, and the best solution kept on Ctrl-C."""
+"""``intraop solve``: certificates only from a proven bound, costs only from the evaluator,
+and the best solution kept on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -12,14 +12,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from gapstop.problems.intraop import runner
+from gapstop.engine.rundir import read_events
+from gapstop.problems.intraop import island
 from gapstop.problems.intraop.evaluate import evaluate
 from gapstop.problems.intraop.generators import random_instance
 from gapstop.problems.intraop.io import problem_to_dict
 from gapstop.problems.intraop.model import IntraopProblem
 from gapstop.problems.intraop.penalty import Found, PenaltySearch
 from tests.problems.intraop.reference import brute_force_table
+from tests.problems.intraop.runs import solve_in_process
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -33,33 +36,28 @@ def _no_limit_trap() -> IntraopProblem:
                           edge_cost=np.array([0, 0, 0, 0]), usage_limit=None)
 
 
-def test_optimal_only_with_a_proven_bound_equal_to_the_cost() -> None:
+@pytest.mark.mip
+def test_optimal_only_with_a_proven_bound_equal_to_the_cost(tmp_path: Path) -> None:
     p = _no_limit_trap()
     assert brute_force_table(p)[0] == 15
-    r = runner.solve(p, time_limit_s=2, seed=0)
+    r = solve_in_process(p, tmp_path, time_limit_s=10)
     assert r["stopped_because"] == "optimal"
     assert r["lower_bound"] == r["cost"] == 15 and r["gap"] == 0.0
-    assert r["lower_bound_method"] == "unconstrained"
-    for seed in range(3):  # random no-limit tiny cores: the same, against brute force
-        q = random_instance(8, seed, limit_quantile=None)
-        r = runner.solve(q, time_limit_s=2, seed=0)
-        if r["stopped_because"] == "optimal":
-            assert r["lower_bound"] == r["cost"] == brute_force_table(q)[0]
 
 
-def test_a_bound_below_the_cost_is_no_optimum(monkeypatch) -> None:
+def test_a_bound_below_the_cost_is_no_optimum(monkeypatch, tmp_path: Path) -> None:
     from gapstop.engine.records import Bound
     from gapstop.problems.intraop import bounds
 
     # a valid but weaker bound than the optimum: the run must not call its result optimal
     monkeypatch.setattr(bounds, "lower_bound", lambda problem, method, t, **kw: Bound(
-        "unconstrained", 14, "relaxation-optimal", 0.0, "ve", {}))
-    r = runner.solve(_no_limit_trap(), time_limit_s=1.0, seed=0)
+        method, 14, "bound-only", 0.0, "test", {}))
+    r = solve_in_process(_no_limit_trap(), tmp_path, time_limit_s=1.0)
     assert r["cost"] == 15 and r["lower_bound"] == 14
     assert r["stopped_because"] == "time-limit" and 0 < r["gap"] < 0.1
 
 
-def test_costs_come_from_the_evaluator_not_from_the_searches(monkeypatch) -> None:
+def test_costs_come_from_the_evaluator_not_from_the_searches(monkeypatch, tmp_path: Path) -> None:
     class Lying(PenaltySearch):
         """Reports every solution as costing 1 less than it does."""
 
@@ -70,13 +68,15 @@ def test_costs_come_from_the_evaluator_not_from_the_searches(monkeypatch) -> Non
         def step(self, budget_s: float) -> list[Found]:
             return [Found(f.cost - 1, f.solution, f.iteration, f.weight_scale) for f in super().step(budget_s)]
 
-    monkeypatch.setattr(runner, "PenaltySearch", Lying)
+    monkeypatch.setattr(island, "PenaltySearch", Lying)
     p = random_instance(40, 7, max_k=4, limit_quantile=0.3)
-    seen = []
-    r = runner.solve(p, time_limit_s=60, seed=3, max_iterations=5, on_improvement=seen.append)
+    r = solve_in_process(p, tmp_path, time_limit_s=1.0, bounds=False)
     ev = evaluate(p, r["solution"])
     assert ev.feasible and r["cost"] == ev.cost
-    assert seen and all(inc.cost == evaluate(p, inc.solution).cost for inc in seen)
+    # every logged improvement is the evaluator's cost of a reported solution, not the search's claim
+    uppers = [e for e in read_events(tmp_path / "run") if e["kind"] == "upper"]
+    assert uppers and all(e["worker"].startswith("search-0") for e in uppers)
+    assert min(e["value"] for e in uppers) == r["cost"]
 
 
 def test_ctrl_c_keeps_and_prints_the_best_solution(tmp_path: Path) -> None:
@@ -86,7 +86,8 @@ def test_ctrl_c_keeps_and_prints_the_best_solution(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GAPSTOP_CACHE": str(tmp_path / "cache")}
     proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), "intraop", "solve", str(inst), "--in-process",
-                             "--time-limit", "60", "--workers", "1", "--quiet", "--out", str(out)],
+                             "--time-limit", "60", "--workers", "1", "--quiet", "--out", str(out),
+                             "--run-dir", str(tmp_path / "run")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         t_end = time.monotonic() + 30

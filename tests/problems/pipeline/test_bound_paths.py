@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from gapstop.engine.coordinator import Coordinator
-from gapstop.engine.local_runner import JobContext
 from gapstop.engine.records import Bound
 from gapstop.engine.stopping import standard
 from gapstop.problems import registry
@@ -110,7 +109,7 @@ def test_guess_group_minimum_from_real_jobs_in_any_order() -> None:
         assert sorted(s["j"] for s in specs) == list(range(1, k + 1))
         rec = _Recorder()
         for s in specs:
-            adapter.run_bound_job(p, params, s, rec, 0, parallel=True, num_workers=1)
+            adapter.run_bound_job(p, params, s, rec, 0, num_workers=1)
         members = rec.bounds
         assert all(b.detail["group"] == GUESS_GROUP for b in members)
         # one member alone bounds only its own case: some lie above OPT
@@ -119,13 +118,12 @@ def test_guess_group_minimum_from_real_jobs_in_any_order() -> None:
         assert _below(want, opt), (i, want, opt)
         for seed in range(4):
             coord = Coordinator(PipelineEvaluator(p, k), standard(0.0, 1e9))
-            ctx = JobContext(coord, threading.Lock(), threading.Event(), float("inf"))
             order = members + members[:2]  # two members report twice
             random.Random(seed).shuffle(order)
             seen = set()
             for b in order:
                 seen.add(b.detail["member"])
-                ctx.bound(b)
+                coord.offer_bound(b, "bound-0:guess")  # what the session does with a job's report
                 if len(seen) < k:
                     assert coord.lb is None  # the minimum over some members is no bound
             assert coord.bound.method == GUESS_GROUP and coord.lb == want and _below(coord.lb, opt)
@@ -144,7 +142,7 @@ def test_live_bounds_with_a_memory_limit() -> None:
             rec = _Recorder()
             # the exact MIP reports its proven bound as it rises, with the spectral bound's
             # values alongside
-            adapter.run_bound_job(p, {"k": k}, {"kind": "exact", "share": 1.0}, rec, 0, parallel=True,
+            adapter.run_bound_job(p, {"k": k}, {"kind": "exact", "share": 1.0}, rec, 0,
                                   num_workers=1)
             live = [b for b in rec.bounds if b.status == "bound-only"]
             assert rec.bounds and all(_below(b.value, opt) for b in rec.bounds), (i, k, opt, rec.bounds)
@@ -164,7 +162,7 @@ def test_bounds_restored_on_resume_are_the_checkpointed_ones(tmp_path) -> None:
         rec = _Recorder()  # real bound jobs: the bottleneck MIP and every guess-the-bottleneck member
         for s in adapter.bound_job_specs(p, params):
             if s["kind"] in ("bottleneck", "guess"):
-                adapter.run_bound_job(p, params, s, rec, 0, parallel=True, num_workers=1)
+                adapter.run_bound_job(p, params, s, rec, 0, num_workers=1)
         rec.bounds.append(bounds.spectral_bound(p, k, 0.3))
         rd = tmp_path / f"rd{i}"
         args = ("pipeline", p, params, str(rd), {"problem": "pipeline", "params": params}, 0.0, 60.0)

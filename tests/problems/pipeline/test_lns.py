@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
-import os
-import threading
 import time
 from typing import Any
 
@@ -165,24 +162,6 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
     assert min(costs) < start_cost
 
 
-def test_child_context_reads_the_latest_incumbent_sent() -> None:
-    from gapstop.actors.prelude import _ChildContext
-
-    mine, theirs = multiprocessing.Pipe()
-    ctx = _ChildContext(theirs, threading.Event(), time.monotonic() + 60, os.getppid())
-    try:
-        assert ctx.incumbent() == (None, None)
-        mine.send(("incumbent", 9.0, {"blocks": [0, 1]}))
-        mine.send(("incumbent", 7.0, {"blocks": [0, 0]}))
-        time.sleep(0.05)
-        assert ctx.incumbent() == (7.0, {"blocks": [0, 0]})
-        assert ctx.incumbent() == (7.0, {"blocks": [0, 0]})   # kept until a newer one comes
-        ctx.solution({"blocks": [1]}, "x")
-        assert mine.recv() == ("solution", {"blocks": [1]}, "x")
-    finally:
-        ctx.close(None)
-
-
 class _SourcesCtx(_FakeCtx):
     def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
         super().__init__(cost, solution, seconds)
@@ -203,7 +182,7 @@ def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
     start = _poor_split(p, k, 2)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
     ctx = _SourcesCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
-    run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, parallel=True, num_workers=1)
+    run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     methods = {b.method for b in ctx.bounds}
     assert {"exact", "spectral"} <= methods
     assert "mip-lns" in ctx.sources

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapstop.engine.local_runner import source_name
+from gapstop.engine.workers import source_name
 from gapstop.problems.pipeline.decoder import SliceDecoder
 from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import regal_like

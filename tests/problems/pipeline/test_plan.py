@@ -106,12 +106,12 @@ def test_solve_contiguous_without_bounds_and_on_the_command_line(tmp_path: Path)
     assert r.output.startswith(f"error: {bad}: --contiguous needs the node order to be topological; order: ")
 
 
-def test_solve_result_carries_the_stage_plan_of_its_partition() -> None:
-    from gapstop.problems.pipeline.run import solve_local
+def test_solve_result_carries_the_stage_plan_of_its_partition(tmp_path) -> None:
+    from tests.problems.pipeline.runs import solve_in_process
 
     p = random_dag(14, 4, memory=True, k_hint=3)
     # stops at the first partition found (its gap against the simple bound is below 99 %)
-    doc = solve_local(p, 3, time_limit_s=30.0, target_gap=0.99, bounds_enabled=False)
+    doc = solve_in_process(p, 3, tmp_path, time_limit_s=30.0, target_gap=0.99, bounds=False)
     ev = evaluate(p, doc["blocks"], doc["order"], k=3)
     assert [s["cost"] for s in doc["stages"]] == doc["block_costs"] == ev.block_costs.tolist()
     assert sorted(int(x) for s in doc["stages"] for x in s["ops"]) == list(range(p.n))

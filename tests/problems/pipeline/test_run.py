@@ -44,7 +44,7 @@ def test_exact_job_ends_when_its_mip_proves_optimality() -> None:
     p = random_dag(7, 3, memory=False, k_hint=3)
     ctx = _Ctx(120.0)
     t0 = time.monotonic()
-    run_bound_job(p, 3, {"kind": "exact", "head_start_s": 60.0}, ctx, seed=0, parallel=True, num_workers=1)
+    run_bound_job(p, 3, {"kind": "exact", "head_start_s": 60.0}, ctx, seed=0, num_workers=1)
     assert time.monotonic() - t0 < 30.0
     final = [b for b in ctx.bounds if b.method == "exact" and b.status == "optimal"]
     assert len(final) == 1

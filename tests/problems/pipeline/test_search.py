@@ -9,8 +9,8 @@ from gapstop.problems.pipeline.search import PipelineSearch
 
 
 def test_first_batch_of_an_island_is_its_seeded_generation() -> None:
-    # A local run's driver gives the island a very short first step (actors/prelude.py):
-    # that step must evaluate the seeded chromosomes, not a batch of random keys.
+    # A head start holds the islands after their first epoch (engine/solve_loop.py): that
+    # epoch must evaluate the seeded chromosomes, not a batch of random keys.
     problem = regal_like(3)
     k = 4
     seed_keys = np.random.default_rng(7).random((2, problem.n))

@@ -1,11 +1,11 @@
-"""Live bound reporting of bound jobs (engine/local_runner.live_bound)."""
+"""Live bound reporting of bound jobs (engine/workers.live_bound)."""
 
 from __future__ import annotations
 
 import math
 
 from gapstop.engine.records import Bound
-from gapstop.engine.local_runner import live_bound
+from gapstop.engine.workers import live_bound
 
 
 class _Ctx:

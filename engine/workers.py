@@ -1,0 +1,156 @@
+"""What a worker slot runs, whether it is a thread or a Ray actor: an island loop or a bound job.
+
+Both talk to the run's session (:class:`engine.session.Session`, or on Ray a handle
+whose reports are sent without waiting) through the same calls: ``hello``, ``started``,
+``report_solution``, ``report_bound``, ``report_evals``, ``exchange_migrants``,
+``incumbent``, ``poll``.
+
+A *search* has ``step(budget_s, on_improvement, should_stop) -> evaluations`` and reports
+solutions through ``on_improvement(value, found)``; a ``found`` with a non-empty ``via``
+attribute (the piece of the search that found it) is logged as ``WORKER/VIA``
+(:func:`source_name`). A search with ``migrants``/``accept_migrants`` exchanges elites with
+the other islands, one with ``accept_incumbent(cost, solution)`` is handed the run's
+incumbent. A *bound job* is run by the problem's adapter (``run_bound_job``) and reports
+through a :class:`JobContext`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+from gapstop.engine.records import Bound
+
+#: how often a held search worker asks whether it may go on (seconds)
+HOLD_POLL_S = 0.1
+
+
+def source_name(worker: str, found: Any) -> str:
+    """The event-log source of a search worker's solution: ``worker``, or ``worker/via``."""
+    via = getattr(found, "via", "")
+    return f"{worker}/{via}" if via else worker
+
+
+def never() -> bool:
+    return False
+
+
+def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any], Any],
+               quit: Callable[[], bool] = never, epoch_s: float = 0.5, migrate_every: int = 4,
+               migrate_n: int = 3) -> int:
+    """Run ``search`` in epochs of ``epoch_s`` seconds until the session says stop (or ``quit()``).
+
+    After each epoch its best new solution (``to_solution`` of what it found) and its
+    evaluation count go to the session; every ``migrate_every`` epochs it trades elites
+    with the other islands and takes the run's incumbent. While the session holds the
+    search workers (a bound job's head start) it waits between epochs: its first epoch
+    still runs, so seeded and early solutions are reported at once. Returns evaluations made.
+    """
+    total = 0
+    epoch = 0
+    while True:
+        found: list[Any] = []
+        n = search.step(epoch_s, lambda value, sol: found.append(sol), quit)
+        total += n
+        epoch += 1
+        if found:  # only the last (best) improvement of an epoch matters
+            session.report_solution(to_solution(found[-1]), source_name(name, found[-1]))
+        session.report_evals(name, n)
+        if migrate_every and epoch % migrate_every == 0:
+            if hasattr(search, "migrants"):
+                keys, costs = search.migrants(migrate_n)
+                mk, mc = session.exchange_migrants(name, keys, costs, migrate_n)
+                if len(mc):
+                    search.accept_migrants(mk, mc)
+            if hasattr(search, "accept_incumbent"):
+                cost, sol = session.incumbent()  # e.g. the exact MIP's: the island builds on it
+                if sol is not None:
+                    search.accept_incumbent(cost, sol)
+        st = session.poll()
+        while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
+            time.sleep(HOLD_POLL_S)
+            st = session.poll()
+        if st["stop"] is not None or quit():
+            return total
+
+
+class JobContext:
+    """The ``ctx`` a bound job reports through, backed by the run's session.
+
+    ``should_stop`` is true when the session stops the run, at the deadline, on
+    ``quit()``, or, for a member of a case split (e.g. LB_j), once this job's own bound
+    reaches the incumbent: that case cannot hold a better solution, and its current
+    value keeps the group's minimum valid. The session is asked at most every ``poll_s``.
+    """
+
+    def __init__(self, session: Any, name: str, deadline: float, quit: Callable[[], bool] = never,
+                 poll_s: float = 0.25) -> None:
+        self.session, self.name, self.deadline, self.quit, self.poll_s = session, name, deadline, quit, poll_s
+        self._last_poll = -math.inf
+        self._stop = False
+        self._ub: float | None = None
+        self._own_best: float | None = None
+        self._member = False
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._last_poll >= self.poll_s:
+            self._last_poll = now
+            st = self.session.poll()
+            self._stop = st["stop"] is not None
+            self._ub = st["ub"]
+
+    def should_stop(self) -> bool:
+        if time.monotonic() >= self.deadline or self.quit():
+            return True
+        self._refresh()
+        if self._member and self._own_best is not None and self._ub is not None and self._own_best >= self._ub:
+            return True
+        return self._stop
+
+    def time_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def bound(self, b: Bound) -> None:
+        if b.detail and "group" in b.detail:
+            self._member = True
+        if self._own_best is None or b.value > self._own_best:
+            self._own_best = b.value
+        self.session.report_bound(b, self.name)
+
+    def solution(self, solution: Any, source: str) -> None:
+        self.session.report_solution(solution, source)
+
+    def incumbent(self) -> tuple[float | None, Any]:
+        return self.session.incumbent()
+
+
+#: a bound job with less time than this left does not start
+MIN_JOB_BUDGET_S = 0.05
+
+
+def job_budget(ctx: Any) -> float | None:
+    """Seconds a bound job may use (the time left on its context), or None if it should not start."""
+    left = ctx.time_left()
+    if left <= MIN_JOB_BUDGET_S or ctx.should_stop():
+        return None
+    return left
+
+
+def live_bound(ctx: Any, method: str, solver: str, rel_step: float) -> Callable[[float], None]:
+    """A reporter of a running solver's proven bounds: sends ``value`` to ``ctx.bound`` as a
+    ``bound-only`` record when it is finite and the first, or above the last one sent by
+    ``rel_step`` (relative). Each accepted bound is a checkpoint and an event on disk, so
+    tiny steps stay local; the caller reports the final bound itself."""
+    t0 = time.monotonic()
+    last = -math.inf
+
+    def report(value: float) -> None:
+        nonlocal last
+        # ``value - last``: exact for Python ints (``last + step`` would round above 2^53)
+        if math.isfinite(value) and (last == -math.inf or value - last > rel_step * abs(last)):
+            last = value
+            ctx.bound(Bound(method, value, "bound-only", time.monotonic() - t0, solver))
+
+    return report

@@ -1,0 +1,175 @@
+"""The solve loop with threads, on a toy problem plugged in through the registry alone:
+islands and bound jobs, the head start's hold and its extension, restarts, the bound plan."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gapstop.engine.coordinator import integral
+from gapstop.engine.local_runner import run_local
+from gapstop.engine.plan import BoundPlan, slot_plan
+from gapstop.engine.records import Bound
+from gapstop.problems import registry
+
+
+class _Countdown:
+    """A search over the integers that finds ``start - 1``, ``start - 2``, ... one per step,
+    down to ``floor``; ``fail_first`` raises in the first step of island 0's first worker."""
+
+    def __init__(self, start: int, floor: int, fail: bool) -> None:
+        self.value, self.floor, self.fail = start, floor, fail
+
+    def step(self, budget_s: float, on_improvement: Any, should_stop: Any) -> int:
+        if self.fail:
+            raise RuntimeError("island failed on purpose")
+        time.sleep(min(budget_s, 0.02))
+        if self.value > self.floor:
+            self.value -= 1
+            on_improvement(self.value, self.value)
+        return 1
+
+
+class ToyAdapter:
+    """A problem that is a dict ``{"start", "floor", "bound", "job_s", ...}``: the searches count
+    down from ``start`` to ``floor`` (the optimum), the dedicated job reports ``bound`` after
+    ``job_s`` seconds and then waits for the stop."""
+
+    name = "toy"
+
+    def __init__(self, extend: Any = None) -> None:
+        self.extend = extend
+        self.asked: list[float] = []
+        if extend is not None:
+            self.extend_head_start = self._extend
+
+    def _extend(self, last: dict[str, Bound], lb: float | None, waited_s: float) -> bool | None:
+        self.asked.append(waited_s)
+        return self.extend(waited_s)
+
+    def load(self, path: str) -> Any:
+        raise NotImplementedError
+
+    def check_params(self, problem: Any, params: dict[str, Any]) -> None:
+        pass
+
+    def evaluator(self, problem: Any, params: dict[str, Any]) -> Any:
+        return integral(lambda sol: (int(sol), int(sol)))
+
+    def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
+        return _Countdown(problem["start"], problem["floor"], problem.get("fail") and index == 0)
+
+    def to_solution(self, found: Any) -> Any:
+        return found
+
+    def initial_bounds(self, problem: Any, params: dict[str, Any]) -> list[Any]:
+        return []
+
+    def bound_job_specs(self, problem: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"kind": "slow", "dedicated": True, "head_start": True}, {"kind": "quick", "share": 0.5}]
+
+    def prepare_bounds(self) -> None:
+        pass
+
+    def run_bound_job(self, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: Any, seed: int,
+                      num_workers: int) -> None:
+        if spec["kind"] == "quick":
+            ctx.bound(Bound("quick", problem["floor"] - 5, "bound-only", 0.0, "toy"))
+            return
+        t_end = time.monotonic() + problem["job_s"]
+        while time.monotonic() < t_end and not ctx.should_stop():
+            time.sleep(0.01)
+        if not ctx.should_stop():
+            ctx.bound(Bound("slow", problem["bound"], "optimal", problem["job_s"], "toy"))
+        while not ctx.should_stop():
+            time.sleep(0.01)
+
+    def result_doc(self, problem: Any, params: dict[str, Any], coord: Any, reason: str,
+                   elapsed_s: float) -> dict[str, Any]:
+        inc = coord.incumbent
+        return {"cost": None if inc is None else inc.cost, "lower_bound": coord.lb, "stopped_because": reason,
+                "elapsed_s": elapsed_s}
+
+
+def _run(tmp: Path, problem: dict[str, Any], adapter: ToyAdapter | None = None, **kw: Any) -> dict[str, Any]:
+    adapter = adapter or ToyAdapter()
+    registry.register(adapter)
+    return run_local(registry.get("toy"), problem, {}, run_dir=str(tmp / "run"), config={"problem": "toy"},
+                     target_gap=0.0, seed=0, **kw)
+
+
+def _times(run_dir: Path) -> list[tuple[float, str, float]]:
+    from gapstop.engine.rundir import read_events
+
+    return [(e["t_s"], e["kind"], e["value"]) for e in read_events(run_dir)]
+
+
+def test_a_new_problem_runs_through_the_registry_alone_and_stops_at_its_proof(tmp_path: Path) -> None:
+    doc = _run(tmp_path, {"start": 30, "floor": 10, "bound": 10, "job_s": 0.0}, time_limit_s=20, workers=4,
+               head_start_s=0.0)
+    assert doc["stopped_because"] == "optimal" and doc["cost"] == doc["lower_bound"] == 10
+    assert doc["jobs"] == {"searches": ["search-0", "search-1"], "bounds": ["slow", "quick"]}
+    assert doc["workers"]["nodes"].keys() == {"search-0", "search-1", "bound-0", "bound-1"}
+    assert doc["elapsed_s"] < 10
+
+
+def test_islands_wait_after_their_first_epoch_during_the_head_start(tmp_path: Path) -> None:
+    # the island needs 90 steps of 20 ms; the job proves the bound after 1.5 s; the head start is 1 s
+    doc = _run(tmp_path, {"start": 100, "floor": 10, "bound": 10, "job_s": 1.5}, time_limit_s=20, workers=2,
+               head_start_s=1.0)
+    assert doc["stopped_because"] == "optimal" and doc["cost"] == 10
+    uppers = [(t, v) for t, kind, v in _times(tmp_path / "run") if kind == "upper"]
+    early = [v for t, v in uppers if t < 0.9]
+    assert early and min(early) >= 100 - 26  # one epoch (0.5 s of 20 ms steps), not 0.9 s of them
+    assert any(t > 1.0 for t, _ in uppers)  # and the island goes on after it
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+def test_the_problem_may_extend_the_head_start_to_the_end(tmp_path: Path, verdict: bool) -> None:
+    adapter = ToyAdapter(extend=lambda waited: None if waited < 0.3 else verdict)
+    doc = _run(tmp_path, {"start": 1000, "floor": 0, "bound": -1, "job_s": 0.1}, adapter, time_limit_s=2.5,
+               workers=2, head_start_s=None)
+    assert doc["stopped_because"] == "time-limit"
+    assert adapter.asked and max(adapter.asked) >= 0.3 and len(adapter.asked) >= 2  # asked again while undecided
+    ups = [t for t, kind, _ in _times(tmp_path / "run") if kind == "upper"]
+    if verdict:  # held to the end: nothing after the first epoch
+        assert max(ups) < 0.8 and doc.get("head_start_extended_to_s") is not None
+    else:  # released after the head start (2 s minimum) and the undecided 0.3 s
+        assert max(ups) > 2.0 and "head_start_extended_to_s" not in doc
+
+
+def test_a_failed_island_is_replaced_and_its_failure_reported(tmp_path: Path) -> None:
+    doc = _run(tmp_path, {"start": 15, "floor": 10, "bound": 10, "job_s": 0.0, "fail": True}, time_limit_s=20,
+               workers=2, head_start_s=0.0)
+    assert doc["stopped_because"] == "optimal"
+    assert doc["jobs"]["searches"] == ["search-0", "search-0r1"]
+    assert len(doc["worker_errors"]) == 1 and "island failed on purpose" in doc["worker_errors"][0]
+
+
+def test_slot_plan() -> None:
+    assert slot_plan(1, True) == (1, 1) and slot_plan(2, True) == (1, 1) and slot_plan(5, True) == (3, 2)
+    assert slot_plan(4, False) == (4, 0) and slot_plan(8, True, islands=2) == (2, 4)
+
+
+def test_bound_plan_dedicated_queue_then_the_weakest_open_member_with_doubled_slices() -> None:
+    specs = [{"kind": "a", "share": 0.5}, {"kind": "m", "j": 1, "group": "g"}, {"kind": "m", "j": 2, "group": "g"},
+             {"kind": "x", "dedicated": True}]
+    plan = BoundPlan(specs, time_limit_s=40.0)
+    assert plan.slice_s == 10.0
+    assert plan.next(1, 30.0, None, dict) == ({"kind": "a", "share": 0.5}, 15.0)
+    assert plan.next(0, 30.0, None, dict) == ({"kind": "x", "dedicated": True}, 30.0)
+    assert plan.next(0, 30.0, None, dict)[0]["j"] == 1
+    assert plan.next(1, 30.0, None, dict)[0]["j"] == 2
+    members = {"g": {1: 5.0, 2: 3.0}}
+    spec, budget = plan.next(1, 100.0, 10.0, members.get)
+    assert spec["j"] == 2 and budget == 20.0
+    spec, budget = plan.next(1, 100.0, 10.0, members.get)
+    assert spec["j"] == 2 and budget == 40.0  # doubled again
+    assert plan.next(1, 100.0, 3.0, members.get) == (None, 0.0)  # both closed at ub 3 (member 1 at 5, 2 at 3)
+    plan.put_back({"kind": "x", "dedicated": True})
+    assert plan.next(0, 9.0, None, dict) == ({"kind": "x", "dedicated": True, "head_start_s": 0.0}, 9.0)
+    assert math.isfinite(plan.slice_s)
