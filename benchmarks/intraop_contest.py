@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/intraop_contest.py [--limits contest|third|quick] [--seeds 0 1 2]
         [--only A C G-k30-180 ...] [--no-generated] [--in-process] [--format contest] [--out rows.json]
+        [--paths LABEL=ROOT[,FLAG...] ...]
 
 Every instance in the data directory (``asplos-2025-iopddl-*.json.gz`` and ``example.json``)
 plus a set of generated ones (:data:`GENERATED`: denser variants of A, G, M and S with
@@ -20,7 +21,10 @@ evaluator (and checks that the printed answer and the file agree with it), and p
   for the many-strategy variants, whose optimum is at most the base's (every base solution
   is kept), so the base's best known cost caps their reference;
 * the wall time and whether it is within the limit (the process's whole wall clock);
-* cost / own bound: the run's certified lower bound (none with ``--in-process``).
+* cost / own bound: the run's certified lower bound.
+
+With ``--paths`` every instance and seed is run once by each listed checkout (with its extra
+flags) in turn, so that paths or versions are compared side by side on one machine state.
 
 Limits: ``contest`` the contest's (A, C 60 s; G 120 s; M 180 s; S 240 s; generated: see
 :data:`GENERATED`), ``third`` a third of them (C is M with a third of M's time), ``quick``
@@ -96,9 +100,9 @@ def generated_instance(name: str, data: Path, out_dir: Path) -> tuple[Path, int 
     out_dir.mkdir(parents=True, exist_ok=True)
     p = load_problem(_instance_path(data, base))
     if gen == "densify":
-        from gapstop.problems.intraop.runner import solve
+        from _inprocess import solve_in_process
 
-        sol = solve(p, time_limit_s=ANCHOR_SOLVE_S, seed=0, workers=1)["solution"]
+        sol = solve_in_process("intraop", p, {}, time_limit_s=ANCHOR_SOLVE_S, workers=1, bounds=False)["solution"]
         q = generators.densify(p, anchor=None if sol is None else np.array(sol), **kw)
         anchor_cost = None if sol is None else evaluate(q, sol).cost
     else:
@@ -109,16 +113,16 @@ def generated_instance(name: str, data: Path, out_dir: Path) -> tuple[Path, int 
     return path, anchor_cost
 
 
-def run_once(path: Path, limit_s: float, seed: int, in_process: bool, fmt: str) -> dict[str, Any]:
-    """One ``launch.py intraop solve`` subprocess: wall time, exit code, result file and stdout."""
+def run_once(path: Path, limit_s: float, seed: int, flags: list[str], fmt: str, root: Path = ROOT) -> dict[str, Any]:
+    """One ``launch.py intraop solve`` subprocess (of the checkout ``root``, with ``flags``): wall
+    time, exit code, result file and stdout."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        cmd = [sys.executable, str(ROOT / "launch.py"), "intraop", "solve", str(path), "--time-limit", str(limit_s),
+        cmd = [sys.executable, str(root / "launch.py"), "intraop", "solve", str(path), "--time-limit", str(limit_s),
                "--seed", str(seed), "--out", str(out), "--quiet", "--format", fmt, "--run-dir", str(Path(tmp) / "run")]
-        if in_process:
-            cmd.append("--in-process")
+        cmd += flags
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         doc = json.loads(out.read_text()) if out.exists() else None
     lines = proc.stdout.strip().splitlines()
@@ -141,7 +145,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--only", nargs="+", default=None, help="instance names (A, C, ..., G-k30-180)")
     ap.add_argument("--no-generated", action="store_true")
-    ap.add_argument("--in-process", action="store_true", help="pass --in-process (threads, no Ray, no bounds)")
+    ap.add_argument("--in-process", action="store_true", help="pass --in-process")
+    ap.add_argument("--paths", nargs="+", default=None, metavar="LABEL=ROOT[,FLAG...]",
+                    help="side by side: for every instance and seed, one run of each, in turn, by the checkout "
+                         "ROOT's launch.py with the extra flags (e.g. old=/tmp/old,--in-process new=.)")
     ap.add_argument("--format", dest="fmt", choices=["json", "contest"], default="json")
     ap.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
     args = ap.parse_args()
@@ -155,9 +162,15 @@ def main() -> None:
     if args.only:
         names = [x for x in names if x in args.only]
     scale = LIMIT_SCALE[args.limits]
+    paths: list[tuple[str, Path, list[str]]] = []
+    for spec in args.paths or [f"run={ROOT}" + (",--in-process" if args.in_process else "")]:
+        label, _, rest = spec.partition("=")
+        root, *flags = rest.split(",")
+        paths.append((label, Path(root).resolve(), flags))
     print(f"limits {args.limits} (x{scale:.3g}), seeds {args.seeds}, "
-          f"{'--in-process' if args.in_process else 'Ray'}, --format {args.fmt}", flush=True)
-    print(f"{'instance':16} {'limit_s':>7} {'seed':>4} {'cost':>16} {'wall_s':>7} {'in_limit':>8} "
+          f"{'; '.join(lab + ': ' + str(root) + ' ' + ' '.join(fl) for lab, root, fl in paths)}, --format {args.fmt}",
+          flush=True)
+    print(f"{'instance':16} {'path':>10} {'limit_s':>7} {'seed':>4} {'cost':>16} {'wall_s':>7} {'in_limit':>8} "
           f"{'/own_bound':>10} {'exit':>4}", flush=True)
     rows: list[dict[str, Any]] = []
     for name in names:
@@ -168,8 +181,8 @@ def main() -> None:
             path, anchor_cost, limit = _instance_path(args.data_dir, name), None, CONTEST_LIMIT_S.get(name, 60)
         limit_s = max(5.0, round(limit * scale, 1))
         problem = load_problem(path)
-        for seed in args.seeds:
-            r = run_once(path, limit_s, seed, args.in_process, args.fmt)
+        for seed, (label, root, flags) in ((sd, pth) for sd in args.seeds for pth in paths):
+            r = run_once(path, limit_s, seed, flags, args.fmt, root)
             doc = r["doc"]
             sol = None if doc is None else doc.get("solution")
             ev = None if sol is None else evaluate(problem, sol)
@@ -178,23 +191,24 @@ def main() -> None:
                 assert doc["cost"] == cost, (name, doc["cost"], cost)  # the file states its true cost
                 assert r["printed"] == sol, (name, "printed answer differs from --out")
             lb = None if doc is None else doc.get("lower_bound")
-            row = {"instance": name, "limit_s": limit_s, "seed": seed, "cost": cost, "wall_s": round(r["wall_s"], 3),
+            row = {"instance": name, "path": label, "limit_s": limit_s, "seed": seed, "cost": cost, "wall_s": round(r["wall_s"], 3),
                    "within_limit": r["wall_s"] <= limit_s, "lower_bound": lb,
                    "cost_over_bound": cost / lb if cost and lb else None, "returncode": r["returncode"],
                    "stopped_because": None if doc is None else doc.get("stopped_because"),
                    "anchor_cost": anchor_cost, "stderr": r["stderr"]}
             rows.append(row)
-            print(f"{name:16} {limit_s:7.1f} {seed:4d} {cost if cost is not None else '-':>16} "
+            print(f"{name:16} {label:>10} {limit_s:7.1f} {seed:4d} {cost if cost is not None else '-':>16} "
                   f"{r['wall_s']:7.2f} {str(row['within_limit']):>8} {_fmt(row['cost_over_bound']):>10} "
                   f"{r['returncode']:4d}", flush=True)
     # reference costs: the contest's best known, else the best of this table (capped as documented)
-    print(f"\n{'instance':16} {'limit_s':>7} {'median/best':>11} {'worst/best':>10} {'/winner_2c':>10} "
+    print(f"\n{'instance':16} {'path':>10} {'limit_s':>7} {'median/best':>11} {'worst/best':>10} {'/winner_2c':>10} "
           f"{'max_wall_s':>10} {'over_limit':>10} {'med/bound':>9}  reference")
     ratios = []
-    for name in dict.fromkeys(r["instance"] for r in rows):
-        mine = [r for r in rows if r["instance"] == name]
+    for name, label in dict.fromkeys((r["instance"], r["path"]) for r in rows):
+        every = [r for r in rows if r["instance"] == name]
+        mine = [r for r in every if r["path"] == label]
         costs = [r["cost"] for r in mine if r["cost"] is not None]
-        seen = [c for c in costs + [mine[0]["anchor_cost"]] if c is not None]
+        seen = [c for c in [r["cost"] for r in every] + [mine[0]["anchor_cost"]] if c is not None]
         if name in anchors:
             ref, what = int(anchors[name]["best_known"]), "contest best known"
         elif name in GENERATED and GENERATED[name][1] == "many_strategies":
@@ -206,15 +220,15 @@ def main() -> None:
         worst = max(costs) / ref if len(costs) == len(mine) and ref else None
         peer = statistics.median(costs) / peers[name] if costs and name in peers else None
         bounds = [r["cost_over_bound"] for r in mine if r["cost_over_bound"] is not None]
-        if med is not None and name in anchors:
+        if med is not None and name in anchors and label == paths[0][0]:
             ratios.append(med)
         for r in mine:
             r["reference"], r["cost_over_reference"] = ref, (r["cost"] / ref if r["cost"] and ref else None)
-        print(f"{name:16} {mine[0]['limit_s']:7.1f} {_fmt(med):>11} {_fmt(worst):>10} {_fmt(peer):>10} "
+        print(f"{name:16} {label:>10} {mine[0]['limit_s']:7.1f} {_fmt(med):>11} {_fmt(worst):>10} {_fmt(peer):>10} "
               f"{max(r['wall_s'] for r in mine):10.2f} {sum(not r['within_limit'] for r in mine):10d} "
               f"{_fmt(statistics.median(bounds) if bounds else None):>9}  {what}")
     if ratios:
-        print(f"geometric mean of the contest instances' median / best known: "
+        print(f"geometric mean of the contest instances' median / best known ({paths[0][0]}): "
               f"{math.exp(statistics.fmean(math.log(x) for x in ratios)):.4f}")
     over = [r for r in rows if not r["within_limit"]]
     print(f"runs over their limit: {len(over)} of {len(rows)}")

@@ -35,7 +35,7 @@ from gapstop.problems.intraop.bounds import lower_bound  # noqa: E402
 from gapstop.problems.intraop.elimination import find_opt_strategy  # noqa: E402
 from gapstop.problems.intraop.evaluate import evaluate  # noqa: E402
 from gapstop.problems.intraop.io import load_problem, problem_from_dict  # noqa: E402
-from gapstop.problems.intraop.runner import solve  # noqa: E402
+from _inprocess import solve_in_process  # noqa: E402
 from gapstop.problems.intraop.strategies import describe_solution, generate  # noqa: E402
 
 
@@ -53,7 +53,8 @@ def generated(labels: Path | None, files: list[Path]) -> None:
                 r = find_opt_strategy(prob)
                 cost = evaluate(prob, r.solution).cost if r.solution is not None else None
                 t0 = time.perf_counter()
-                s = solve(prob, time_limit_s=max(r.elapsed_s, 0.05), seed=0, workers=1)
+                s = solve_in_process("intraop", prob, {}, time_limit_s=max(r.elapsed_s, 0.05), workers=1,
+                                     bounds=False)
                 ts = time.perf_counter() - t0
                 scost = evaluate(prob, s["solution"]).cost if s.get("solution") is not None else None
                 mode = "train" if training else "infer"

@@ -4,11 +4,10 @@ Usage::
 
     python benchmarks/intraop_solve.py [--time-scale 0.25] [--workers 2] [--instances A G M S] [--ray]
 
-``--ray`` runs each instance as ``launch.py intraop solve`` does by default (Ray
-started locally, search islands and bound workers; the time to the first
-feasible solution is then read from the run's event log and counts from the
-run's start, Ray's start-up included); without it, the in-process runner's
-threads (``--in-process``).
+Each instance runs as ``launch.py intraop solve --workers N`` in a new process: search
+islands and bound jobs, in threads (``--in-process``, the default) or with ``--ray`` on
+Ray started locally. The time to the first feasible solution is read from the run's
+event log and counts from the run's start.
 
 For each instance it prints the cost, feasibility as re-checked by an
 independent evaluator written here from the raw JSON (not the package's loader
@@ -28,14 +27,11 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gapstop.problems.intraop.io import load_problem  # noqa: E402
-from gapstop.problems.intraop.runner import solve  # noqa: E402
 
 DATA = Path("/work/shared/data/iopddl")
 TIME_LIMIT_S = {"A": 60, "B": 60, "C": 60, "D": 60, "E": 60, "F": 120, "G": 120, "H": 120, "I": 120, "J": 120,
@@ -87,16 +83,17 @@ def _load_stats(path: Path, cache: str, use_cache: bool) -> tuple[float, float]:
     return float(out[0]), float(out[1])
 
 
-def _solve_on_ray(path: Path, limit_s: float, seed: int, workers: int) -> dict:
-    """``launch.py intraop solve`` in a subprocess: its result document plus the time of
-    the first accepted solution (run clock) from the event log."""
+def _solve(path: Path, limit_s: float, seed: int, workers: int, ray: bool) -> dict:
+    """``launch.py intraop solve`` in a subprocess (threads, or Ray with ``ray``): its result
+    document plus the time of the first accepted solution (run clock) from the event log."""
     import pyarrow.parquet as pq
 
     with tempfile.TemporaryDirectory() as tmp:
         out, run_dir = Path(tmp) / "result.json", Path(tmp) / "run"
         subprocess.run([sys.executable, str(ROOT / "launch.py"), "intraop", "solve", str(path), "--time-limit",
                         str(limit_s), "--seed", str(seed), "--workers", str(workers), "--quiet", "--out", str(out),
-                        "--run-dir", str(run_dir)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+                        "--run-dir", str(run_dir)] + ([] if ray else ["--in-process"]), check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
         doc = json.loads(out.read_text())
         events = pq.read_table(run_dir / "events.parquet").to_pylist()
     uppers = [e["t_s"] for e in events if e["kind"] == "upper"]
@@ -112,7 +109,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
-    ap.add_argument("--ray", action="store_true", help="run `launch.py intraop solve` (Ray) instead of threads")
+    ap.add_argument("--ray", action="store_true", help="workers as Ray actors instead of threads")
     args = ap.parse_args()
     anchors = _csv(args.data_dir / "contest_anchors.csv", "instance")
     peers = {r["instance"]: r for r in csv.DictReader((args.data_dir / "peer_solvers_2cores.csv").open())
@@ -125,13 +122,7 @@ def main() -> None:
     for name in args.instances:
         path = args.data_dir / f"asplos-2025-iopddl-{name}.json.gz"
         limit_s = TIME_LIMIT_S.get(name, 60) * args.time_scale
-        if args.ray:
-            r = _solve_on_ray(path, limit_s, args.seed, args.workers)
-        else:
-            t0 = time.perf_counter()
-            problem = load_problem(path)
-            r = solve(problem, time_limit_s=max(0.1, limit_s - (time.perf_counter() - t0)), seed=args.seed,
-                      workers=args.workers)
+        r = _solve(path, limit_s, args.seed, args.workers, args.ray)
         cost, feasible = independent_check(path, r["solution"]) if r["solution"] else (None, False)
         assert cost == r["cost"] or cost is None, (cost, r["cost"])
         a = anchors.get(name, {})

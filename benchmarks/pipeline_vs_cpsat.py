@@ -8,7 +8,7 @@ For every graph and k, one after the other, alternating which side goes first:
 
 * gapstop: ``python launch.py pipeline solve GRAPH -k K --time-limit S --target-gap 0 --out r.json``
   (Ray local, default worker plan), run from ``--repo`` (default: this tree); with
-  ``--in-process``, ``solve_local`` in a child process instead (threads, no Ray: what
+  ``--in-process``, the in-process runner in a child process instead (threads, no Ray: what
   ``pipeline solve --in-process`` runs), its event sources read from the coordinator;
 * plain CP-SAT: the exact MIP (:func:`problems.pipeline.bounds.exact_bound`, no hint, no
   floor) for S seconds with 2 workers, in its own process; its last partition is re-scored
@@ -132,12 +132,12 @@ def run_cpsat(graph: Path, k: int, seconds: float) -> dict[str, Any]:
 
 def _inproc_one(graph: str, k: int, seconds: float) -> None:
     """gapstop in-process (threads, no Ray: ``pipeline solve --in-process``), with its event sources."""
-    from gapstop.problems.pipeline.io import load_graph
-    from gapstop.problems.pipeline.run import solve_local
+    from _inprocess import solve_in_process
 
-    holder: dict[str, Any] = {}
-    doc = solve_local(load_graph(graph), k, time_limit_s=seconds, target_gap=0.0, _expose=holder)
-    ups = [(e.method, e.value) for e in holder["coord"].events if e.kind == "upper"]
+    from gapstop.problems.pipeline.io import load_graph
+
+    doc = solve_in_process("pipeline", load_graph(graph), {"k": k}, time_limit_s=seconds)
+    ups = [(e["method"], e["value"]) for e in doc["events"] if e["kind"] == "upper"]
     print(json.dumps({"objective": doc["objective"], "lower_bound": doc["lower_bound"],
                       "found_by": doc["found_by"], "sources": _tally([m for m, _ in ups]), "gains": _gains(ups)}))
 

@@ -4,6 +4,7 @@
     python benchmarks/ray_scaling.py guess     [--graph G] [--k 8] [--seconds 60]
     python benchmarks/ray_scaling.py certify   [--graphs a,b] [--ks 4,16] [--seconds 60] [--reps 1]
     python benchmarks/ray_scaling.py latency   [--graphs a,b] [--ks 4,16] [--seconds 60] [--reps 3]
+                                               [--paths old=/tmp/old new=.]
 
 * sampling: SliceGraph evaluations per second of search workers on Ray local, with 1 and
   2 workers, measured side by side (alternating, --reps times), over the steady state
@@ -19,7 +20,8 @@
 * latency: what a user waits for, end to end (a new process each time, imports and Ray
   start-up included): ``launch.py pipeline bound --method exact`` (plain CP-SAT, one worker
   per core) vs ``launch.py pipeline solve`` with the same time limit, alternating --reps
-  times; prints each run's wall time and stop reason, and the medians.
+  times; prints each run's wall time and stop reason, and the medians. ``--paths`` runs the
+  ``pipeline solve`` of several checkouts in turn (e.g. two versions side by side).
 Graphs default to ../shared/data/pipeline.
 """
 
@@ -141,12 +143,14 @@ def latency(a: argparse.Namespace) -> None:
         if a.memory == "null" and p.memory is not None:
             path = str(Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / f"{g}.json")
             save_graph(dataclasses.replace(p, memory=None), path)
+        roots = dict(spec.partition("=")[::2] for spec in (a.paths or [f"gapstop={ROOT}"]))
         for k in [int(x) for x in a.ks.split(",")]:
-            walls: dict[str, list[float]] = {"cp-sat": [], "gapstop": []}
+            walls: dict[str, list[float]] = {"cp-sat": [], **{label: [] for label in roots}}
             for _ in range(a.reps):
                 for name in walls:
                     out = Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / "out.json"
-                    cmd = [sys.executable, str(ROOT / "launch.py"), "pipeline"]
+                    root = Path(roots.get(name, ROOT)).resolve()
+                    cmd = [sys.executable, str(root / "launch.py"), "pipeline"]
                     if name == "cp-sat":
                         cmd += ["bound", path, "-k", str(k), "--method", "exact", "--time-limit", str(a.seconds),
                                 "--out", str(out)]
@@ -154,7 +158,7 @@ def latency(a: argparse.Namespace) -> None:
                         cmd += ["solve", path, "-k", str(k), "--time-limit", str(a.seconds), "--quiet", "--out",
                                 str(out), "--run-dir", str(out.parent / "run")]
                     t0 = time.perf_counter()
-                    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+                    r = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
                     wall = time.perf_counter() - t0
                     doc = json.loads(out.read_text()) if out.exists() else {}
                     how = doc.get("status") if name == "cp-sat" else doc.get("stopped_because")
@@ -163,8 +167,7 @@ def latency(a: argparse.Namespace) -> None:
                     walls[name].append(wall if how == "optimal" else float("inf"))
                     print(f"{g:<14} k={k:<3} {name:<8} {wall:6.1f}s  {how}", flush=True)
             print(f"# {g} k={k}: median wall time to a proven optimum over {a.reps} runs: "
-                  f"CP-SAT alone {statistics.median(walls['cp-sat']):.1f} s, "
-                  f"gapstop {statistics.median(walls['gapstop']):.1f} s", flush=True)
+                  + ", ".join(f"{name} {statistics.median(w):.1f} s" for name, w in walls.items()), flush=True)
 
 
 def main() -> None:
@@ -178,6 +181,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None,
                     help="sampling, latency: repetitions (default 3); certify: runs per (graph, k), with "
                          "medians (default 1)")
+    ap.add_argument("--paths", nargs="+", default=None, metavar="LABEL=ROOT",
+                    help="latency: run each checkout's launch.py in turn (default: gapstop=this one)")
     ap.add_argument("--memory", choices=["null", "file"], default="null",
                     help="certify: drop the graphs' memory limit (the CP-SAT baseline's setting) or keep it")
     a = ap.parse_args()
