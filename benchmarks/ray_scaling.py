@@ -4,7 +4,7 @@
     python benchmarks/ray_scaling.py guess     [--graph G] [--k 8] [--seconds 60]
     python benchmarks/ray_scaling.py certify   [--graphs a,b] [--ks 4,16] [--seconds 60] [--reps 1]
     python benchmarks/ray_scaling.py latency   [--graphs a,b] [--ks 4,16] [--seconds 60] [--reps 3]
-                                               [--paths old=/tmp/old new=.]
+                                               [--paths old=/tmp/old new=.,--workers,2] [--no-cpsat]
 
 * sampling: SliceGraph evaluations per second of search workers on Ray local, with 1 and
   2 workers, measured side by side (alternating, --reps times), over the steady state
@@ -143,20 +143,24 @@ def latency(a: argparse.Namespace) -> None:
         if a.memory == "null" and p.memory is not None:
             path = str(Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / f"{g}.json")
             save_graph(dataclasses.replace(p, memory=None), path)
-        roots = dict(spec.partition("=")[::2] for spec in (a.paths or [f"gapstop={ROOT}"]))
+        roots: dict[str, tuple[Path, list[str]]] = {}
+        for spec in a.paths or [f"gapstop={ROOT}"]:
+            label, _, rest = spec.partition("=")
+            root, *flags = rest.split(",")
+            roots[label] = (Path(root).resolve(), flags)
         for k in [int(x) for x in a.ks.split(",")]:
-            walls: dict[str, list[float]] = {"cp-sat": [], **{label: [] for label in roots}}
+            walls: dict[str, list[float]] = {**({} if a.no_cpsat else {"cp-sat": []}), **{label: [] for label in roots}}
             for _ in range(a.reps):
                 for name in walls:
                     out = Path(tempfile.mkdtemp(prefix="gapstop-bench-")) / "out.json"
-                    root = Path(roots.get(name, ROOT)).resolve()
+                    root, flags = roots.get(name, (ROOT, []))
                     cmd = [sys.executable, str(root / "launch.py"), "pipeline"]
                     if name == "cp-sat":
                         cmd += ["bound", path, "-k", str(k), "--method", "exact", "--time-limit", str(a.seconds),
                                 "--out", str(out)]
                     else:
                         cmd += ["solve", path, "-k", str(k), "--time-limit", str(a.seconds), "--quiet", "--out",
-                                str(out), "--run-dir", str(out.parent / "run")]
+                                str(out), "--run-dir", str(out.parent / "run"), *flags]
                     t0 = time.perf_counter()
                     r = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
                     wall = time.perf_counter() - t0
@@ -181,8 +185,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None,
                     help="sampling, latency: repetitions (default 3); certify: runs per (graph, k), with "
                          "medians (default 1)")
-    ap.add_argument("--paths", nargs="+", default=None, metavar="LABEL=ROOT",
-                    help="latency: run each checkout's launch.py in turn (default: gapstop=this one)")
+    ap.add_argument("--paths", nargs="+", default=None, metavar="LABEL=ROOT[,FLAG...]",
+                    help="latency: run each checkout's launch.py, with the extra flags, in turn (default: gapstop=this "
+                         "one)")
+    ap.add_argument("--no-cpsat", action="store_true", help="latency: without the plain CP-SAT runs")
     ap.add_argument("--memory", choices=["null", "file"], default="null",
                     help="certify: drop the graphs' memory limit (the CP-SAT baseline's setting) or keep it")
     a = ap.parse_args()
