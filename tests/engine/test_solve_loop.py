@@ -173,3 +173,16 @@ def test_bound_plan_dedicated_queue_then_the_weakest_open_member_with_doubled_sl
     plan.put_back({"kind": "x", "dedicated": True})
     assert plan.next(0, 9.0, None, dict) == ({"kind": "x", "dedicated": True, "head_start_s": 0.0}, 9.0)
     assert math.isfinite(plan.slice_s)
+
+
+def test_a_resumed_run_keeps_the_best_solution_and_bound_and_numbers_its_session(tmp_path: Path) -> None:
+    from gapstop.engine.rundir import read_events
+
+    first = _run(tmp_path, {"start": 100, "floor": 10, "bound": 3, "job_s": 0.0}, time_limit_s=0.6, workers=2,
+                 head_start_s=0.0)
+    assert first["stopped_because"] == "time-limit" and first["lower_bound"] == 3 and 10 < first["cost"] < 100
+    # the second session's searches start from 100 again: the resumed incumbent stays the best at first
+    second = _run(tmp_path, {"start": 100, "floor": 10, "bound": 3, "job_s": 0.0}, time_limit_s=0.3, workers=2,
+                  head_start_s=0.0, resume=True)
+    assert second["cost"] <= first["cost"] and second["lower_bound"] == 3
+    assert {e["session"] for e in read_events(tmp_path / "run")} == {0, 1}
