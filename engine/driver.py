@@ -1,4 +1,4 @@
-"""The one local ask/evaluate/tell loop, used by tests, the in-process runner and actors."""
+"""The one ask/evaluate/tell loop of a key-based search (the islands run it inside their steps)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gapstop.engine.search import BaseKeySearch, KeyBatch
 BatchEvaluator = Callable[[KeyBatch], NDArray[np.float64]]
 
 
-def run_local(search: BaseKeySearch, evaluate: BatchEvaluator, should_stop: Callable[[], bool],
+def run_ask_tell(search: BaseKeySearch, evaluate: BatchEvaluator, should_stop: Callable[[], bool],
               batch_size: int | None = None, max_evals: int | None = None,
               on_improvement: Callable[[float, NDArray[np.float64]], None] | None = None) -> int:
     """Run ask -> evaluate -> tell until ``should_stop()`` or ``max_evals`` evaluations.

@@ -2,8 +2,8 @@
 
 A search proposes batches of key vectors in [0, 1)^n_keys and is told their costs
 (lower is better). It never evaluates anything itself, runs no loop, does no I/O
-and knows nothing of threads or Ray: :func:`engine.driver.run_local` and the Ray
-actors drive it.
+and knows nothing of threads or Ray: :func:`engine.driver.run_ask_tell` drives it,
+inside an island's step.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gapstop.engine.brkga import BRKGA
-from gapstop.engine.driver import run_local
+from gapstop.engine.driver import run_ask_tell
 from gapstop.engine.search import KeyBatch
 from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, Outcome
 from gapstop.problems.pipeline.decoder import SliceDecoder, Split
@@ -181,7 +181,7 @@ class BrkgaFixSearch(_Island):
         return costs
 
     def _iterate(self) -> None:
-        run_local(self.ga, self._score, lambda: False, max_evals=1)
+        run_ask_tell(self.ga, self._score, lambda: False, max_evals=1)
 
     def migrants(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         return self.ga.elites(n)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gapstop.engine.brkga import BRKGA
-from gapstop.engine.driver import run_local
+from gapstop.engine.driver import run_ask_tell
 from gapstop.engine.search import KeyBatch, RandomKeys
 from gapstop.problems.pipeline import _kernels
 from gapstop.problems.pipeline.decoder import SliceDecoder, Split
@@ -35,7 +35,7 @@ def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population:
             return _kernels.mla_batch(np.ascontiguousarray(batch.keys), weighted, problem.size_out,
                                       problem.succ_ptr, problem.succ, problem.pred_ptr, problem.bandwidth)
 
-        run_local(ga, score, lambda: False, max_evals=population * generations)
+        run_ask_tell(ga, score, lambda: False, max_evals=population * generations)
         out.append(ga.best()[1])
     return np.array(out)
 
@@ -157,7 +157,7 @@ class PipelineSearch:
         while not should_stop():
             use_random = self.evals > 0 and self._rand_evals < self.random_share * self.evals
             search = self.rand if use_random else self.ga
-            k = run_local(search, self._score, should_stop, max_evals=1)
+            k = run_ask_tell(search, self._score, should_stop, max_evals=1)
             n += k
             self.evals += k
             if use_random:

@@ -10,7 +10,7 @@ import pytest
 
 from gapstop.engine.brkga import BRKGA
 from gapstop.engine.coordinator import Coordinator
-from gapstop.engine.driver import run_local
+from gapstop.engine.driver import run_ask_tell
 from gapstop.engine.records import Bound, relative_gap
 from gapstop.engine.search import KeyBatch, RandomKeys
 from gapstop.engine.stopping import AnyOf, GapReached, Progress, WallClock, standard
@@ -32,7 +32,7 @@ class TestSearchContract:
     def test_same_seed_same_run_other_seed_differs(self, make) -> None:
         def run(seed: int) -> float:
             s = make(np.random.default_rng(seed))
-            run_local(s, sphere, lambda: False, max_evals=300)
+            run_ask_tell(s, sphere, lambda: False, max_evals=300)
             return s.best()[0]
         assert run(1) == run(1)
         assert run(1) != run(2)
@@ -59,8 +59,8 @@ class TestSearchContract:
 
 def test_brkga_beats_random_on_a_smooth_objective() -> None:
     ga, rs = BRKGA(20, np.random.default_rng(0)), RandomKeys(20, np.random.default_rng(0))
-    run_local(ga, sphere, lambda: False, max_evals=3000)
-    run_local(rs, sphere, lambda: False, max_evals=3000)
+    run_ask_tell(ga, sphere, lambda: False, max_evals=3000)
+    run_ask_tell(rs, sphere, lambda: False, max_evals=3000)
     assert ga.best()[0] < 0.5 * rs.best()[0]
 
 
