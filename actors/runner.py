@@ -109,10 +109,10 @@ class RayBackend:
                 self.problem_name, self.problem_ref, self.params, self.seed, name, max(1, int(self.cpus)))
         return self.bound_actors[slot]
 
-    def start_search(self, slot: int, name: str, index: int) -> Any:
+    def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> Any:
         a = self.search_cls.options(num_cpus=self.cpus, name=name).remote(
             self.problem_name, self.problem_ref, {**self.params, "_islands": self.n_search}, self.seed, index, name)
-        ref = a.run.remote(self.coord)
+        ref = a.run.remote(self.coord, first_epoch_s)
         self.actors[ref] = a
         return ref
 

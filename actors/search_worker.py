@@ -18,8 +18,8 @@ class SearchWorker:
         self.search = self.adapter.make_search(problem, params, seed, index)
         self.name = name
 
-    def run(self, coord: Any) -> int:
+    def run(self, coord: Any, first_epoch_s: float | None = None) -> int:
         """Search until the coordinator says stop; returns evaluations made."""
         session = SessionHandle(coord)
         session.hello(self.name, ray.get_runtime_context().get_node_id())
-        return run_island(self.search, session, self.name, self.adapter.to_solution)
+        return run_island(self.search, session, self.name, self.adapter.to_solution, first_epoch_s=first_epoch_s)

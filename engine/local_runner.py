@@ -18,13 +18,52 @@ from typing import Any, Callable, Iterator
 
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.session import Session
-from gapstop.engine.solve_loop import OutFile, drive
+from gapstop.engine.solve_loop import EPOCH_S, OutFile, drive
 from gapstop.engine.workers import JobContext, run_island
 
 #: how often an in-process bound job asks the session whether to stop (seconds)
 JOB_POLL_S = 0.05
 #: longest wait for the worker threads when the run ends (they stop within a step)
 JOIN_S = 30.0
+
+
+class _QueuedReports:
+    """The session as a bound job sees it in-process: its solutions and bounds are queued and
+    handed to the session by one reporter thread, as a Ray actor's reports are sent without
+    waiting. A solver's callback (CP-SAT's, in one of its search threads) then returns at
+    once instead of waiting while the session re-scores a partition and rewrites the run
+    directory: done in the callback, that made the exact MIP's proofs on resnet50 and
+    mobilenet_v2 0.3-1 s slower than in a process of its own (BENCHMARKS.md)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pending: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._forward, name="gapstop-reports", daemon=True)
+        self.thread.start()
+
+    def _forward(self) -> None:
+        while (item := self.pending.get()) is not None:
+            try:
+                getattr(self.session, item[0])(*item[1])
+            finally:
+                self.pending.task_done()
+
+    def report_solution(self, solution: Any, source: str) -> None:
+        self.pending.put(("report_solution", (solution, source)))
+
+    def report_bound(self, bound: Any, worker: str) -> None:
+        self.pending.put(("report_bound", (bound, worker)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    def flush(self) -> None:
+        """Wait until every queued report has reached the session."""
+        self.pending.join()
+
+    def close(self) -> None:
+        self.pending.put(None)
+        self.thread.join(timeout=JOIN_S)
 
 
 class ThreadBackend:
@@ -37,6 +76,7 @@ class ThreadBackend:
         self.quit = threading.Event()
         self.done: queue.SimpleQueue[tuple[int, str | None]] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
+        self.reports = _QueuedReports(session)
 
     def _spawn(self, body: Callable[[], Any], name: str) -> int:
         handle = len(self.threads)
@@ -54,12 +94,13 @@ class ThreadBackend:
         t.start()
         return handle
 
-    def start_search(self, slot: int, name: str, index: int) -> int:
+    def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> int:
         def body() -> None:
             self.session.hello(name, "local")
             search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.n_search},
                                               self.seed, index)
-            run_island(search, self.session, name, self.adapter.to_solution, self.quit.is_set)
+            run_island(search, self.session, name, self.adapter.to_solution, self.quit.is_set, EPOCH_S,
+                       first_epoch_s=first_epoch_s)
 
         return self._spawn(body, name)
 
@@ -71,7 +112,7 @@ class ThreadBackend:
 
         def body() -> None:
             self.session.hello(worker, "local")
-            ctx = JobContext(self.session, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S)
+            ctx = JobContext(self.reports, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S)
             self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed,
                                        num_workers=self.threads_per_job)
 
@@ -92,6 +133,7 @@ class ThreadBackend:
         self.quit.set()
         for t in self.threads:
             t.join(timeout=JOIN_S)
+        self.reports.close()
 
 
 def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: str, config: dict[str, Any],
@@ -135,6 +177,7 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
                    poll_s=poll_s, on_tick=tick)
     with sigint_held():  # the result is being written: a second Ctrl-C must not lose it
         backend.quit.set()
+        backend.reports.flush()  # what the bound jobs reported before the stop counts
         doc = session.finalize(reason)
         out.final(doc)
         backend.stop()

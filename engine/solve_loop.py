@@ -26,10 +26,18 @@ from gapstop.engine.plan import HELLO_WAIT_S, BoundPlan, job_name
 
 log = logging.getLogger("gapstop")
 
+#: an island's epoch: its improvements and evaluations reach the session after each
+EPOCH_S = 0.5
+#: an island's first epoch when a head start holds the islands after it: enough for the seeded
+#: solutions (the first generation is evaluated whole), short because it takes CPU from the job
+#: that may end the run within seconds (0.1 s instead of 0.5 s proved resnet50 and mobilenet_v2
+#: optimal 0.1-0.4 s sooner: BENCHMARKS.md)
+HELD_FIRST_EPOCH_S = 0.1
+
 
 class Backend(Protocol):
-    def start_search(self, slot: int, name: str, index: int) -> Any:
-        """Start island ``index`` as worker ``name``; returns a handle."""
+    def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> Any:
+        """Start island ``index`` as worker ``name``, its first epoch ``first_epoch_s`` long; returns a handle."""
 
     def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> Any:
         """Run bound job ``spec`` for at most ``budget_s`` on bound slot ``slot`` (``fresh``:
@@ -92,11 +100,12 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
         generation[slot] = g + 1
         name = f"search-{slot}" + (f"r{g}" if g else "")
         session.started("searches", name)
-        running[backend.start_search(slot, name, slot + 1000 * g)] = ("search", slot, None)
+        first = HELD_FIRST_EPOCH_S if holding else EPOCH_S
+        running[backend.start_search(slot, name, slot + 1000 * g, first)] = ("search", slot, None)
 
     def start_bound(slot: int, fresh: bool = False) -> None:
         left = t_end - time.monotonic()
-        if left <= 0.5:
+        if left <= 0.5 or session.poll()["stop"] is not None:  # e.g. the job that ended proved optimality
             return
         spec, budget = plan.next(slot, left, session.poll()["ub"] if plan.members else None, session.member_bounds)
         if spec is None:

@@ -38,20 +38,22 @@ def never() -> bool:
 
 def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any], Any],
                quit: Callable[[], bool] = never, epoch_s: float = 0.5, migrate_every: int = 4,
-               migrate_n: int = 3) -> int:
+               migrate_n: int = 3, first_epoch_s: float | None = None) -> int:
     """Run ``search`` in epochs of ``epoch_s`` seconds until the session says stop (or ``quit()``).
 
     After each epoch its best new solution (``to_solution`` of what it found) and its
     evaluation count go to the session; every ``migrate_every`` epochs it trades elites
     with the other islands and takes the run's incumbent. While the session holds the
     search workers (a bound job's head start) it waits between epochs: its first epoch
-    still runs, so seeded and early solutions are reported at once. Returns evaluations made.
+    still runs (``first_epoch_s`` long, default ``epoch_s``), so seeded and early solutions
+    are reported at once. Returns evaluations made.
     """
     total = 0
     epoch = 0
     while True:
         found: list[Any] = []
-        n = search.step(epoch_s, lambda value, sol: found.append(sol), quit)
+        n = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s,
+                        lambda value, sol: found.append(sol), quit)
         total += n
         epoch += 1
         if found:  # only the last (best) improvement of an epoch matters
