@@ -20,9 +20,10 @@ Integer tables hold every cost exactly, with two reserved magnitudes:
   several terms are Python ints and may exceed EXCL: callers flag "no admissible
   choice" separately (``None``), never by comparing a sum with EXCL.
 
-Message passing runs in float64 with excluded entries as ``+inf`` and never
-subtracts an infinity. Only :func:`dual_terms` produces certified numbers, and it
-computes them in exact integer arithmetic from integer messages.
+Message passing (the search's TRW-S pass, :func:`problems.intraop._kernels.trws_pass`)
+runs in float64 with excluded entries as ``+inf``; an infinite belief never reaches a
+message. Only :func:`dual_terms` produces certified numbers, and it computes them in
+exact integer arithmetic from integer messages.
 """
 
 from __future__ import annotations
@@ -154,75 +155,6 @@ def to_float(src, dst):  # pragma: no cover - jitted
     """Integer entries to float64, EXCL to +inf."""
     for i in range(len(src)):
         dst[i] = np.inf if src[i] >= EXCL else float(src[i])
-
-
-@njit(**_JIT)
-def trws_sweep(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
-               msg, msg_off, rev, sol, hat):  # pragma: no cover - jitted
-    """One TRW-S pass (Kolmogorov 2006) in ``order`` on float tables where +inf marks exclusion.
-
-    ``msg[msg_off[e]:][:k_v]`` is the message into node ``v`` along its adjacency
-    entry ``e``; ``rank[v]`` is the position of ``v`` in ``order``; ``gamma[v]`` is
-    ``1 / max(#earlier, #later neighbours)``. Excluded labels (infinite belief) are
-    skipped, so no infinity is ever subtracted. Each node also gets a greedy label
-    in ``sol`` (earlier neighbours by their labels, later ones by their messages).
-    """
-    for idx in range(len(order)):
-        i = order[idx]
-        ki = k[i]
-        pi = ptr[i]
-        # greedy label
-        best = np.inf
-        bs = sol[i]
-        for a in range(ki):
-            h = theta[pi + a]
-            if h == np.inf:
-                continue
-            for e in range(adj_ptr[i], adj_ptr[i + 1]):
-                j = adj_nbr[e]
-                if rank[j] < idx:
-                    h += pair_cost(tabs, tab_off, tab_x, k, adj_tab[e], i, a, j, sol[j])
-                else:
-                    h += msg[msg_off[e] + a]
-            if h < best:
-                best = h
-                bs = a
-        sol[i] = bs
-        # belief
-        for a in range(ki):
-            h = theta[pi + a]
-            for e in range(adj_ptr[i], adj_ptr[i + 1]):
-                h += msg[msg_off[e] + a]
-            hat[a] = h
-        g = gamma[i]
-        for e in range(adj_ptr[i], adj_ptr[i + 1]):
-            j = adj_nbr[e]
-            if rank[j] <= idx:
-                continue
-            kj = k[j]
-            t = adj_tab[e]
-            oi = msg_off[e]
-            oj = msg_off[rev[e]]
-            row = tab_x[t] == i
-            off = tab_off[t]
-            mn = np.inf
-            for b in range(kj):
-                best = np.inf
-                for a in range(ki):
-                    if hat[a] == np.inf:
-                        continue
-                    f = tabs[off + a * kj + b] if row else tabs[off + b * ki + a]
-                    if f == np.inf:
-                        continue
-                    c = g * hat[a] - msg[oi + a] + f
-                    if c < best:
-                        best = c
-                msg[oj + b] = best
-                if best < mn:
-                    mn = best
-            if mn < np.inf:
-                for b in range(kj):
-                    msg[oj + b] -= mn
 
 
 @njit(**_JIT)
