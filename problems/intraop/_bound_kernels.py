@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from gapstop.problems.intraop._kernels import pair_cost
+from gapstop.problems.intraop.reduce import replay_ops
 
 CAP = (1 << 61) - 1
 EXCL = (1 << 62) - 1
@@ -82,51 +83,17 @@ def merge_edges_int(edge_u, edge_v, edge_ptr, edge_cost, pair, tab_off, tab_x, k
                     tabs[i] = sat_add(tabs[i], c)
 
 
-@njit(**_JIT)
 def replay_int(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr,
-               theta, work, tmp, elim0_min):  # pragma: no cover - jitted
+               theta, work, tmp, elim0_min) -> None:
     """Exact degree <= 2 elimination on integer tables (see :mod:`problems.intraop.reduce`).
 
     ``theta`` (unary) and ``work`` (tables) are updated in place. Each ELIM0 node's
     final minimum is written to ``elim0_min[i]`` (EXCL if all its choices are excluded);
-    the optimum of the whole network is the optimum of the core plus their sum.
+    the optimum of the whole network is the optimum of the core plus their sum. The
+    search's replay with saturated int64 sums (:func:`~problems.intraop.reduce.replay_ops`).
     """
-    for i in range(len(kind)):
-        v = op_v[i]
-        kv = k[v]
-        tv = ptr[v]
-        if kind[i] == 0:
-            best = EXCL
-            for b in range(kv):
-                if theta[tv + b] < best:
-                    best = theta[tv + b]
-            elim0_min[i] = best
-        elif kind[i] == 1:
-            u = op_u[i]
-            for a in range(k[u]):
-                best = EXCL
-                for b in range(kv):
-                    c = sat_add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
-                    if c < best:
-                        best = c
-                theta[ptr[u] + a] = sat_add(theta[ptr[u] + a], best)
-        else:
-            u, w = op_u[i], op_w[i]
-            kw = k[w]
-            out = tab_off[op_out[i]]
-            t3 = op_t3[i]
-            for a in range(k[u]):
-                for b in range(kv):
-                    tmp[b] = sat_add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
-                for c in range(kw):
-                    best = EXCL
-                    for b in range(kv):
-                        x = sat_add(tmp[b], pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c))
-                        if x < best:
-                            best = x
-                    if t3 >= 0:
-                        best = sat_add(best, pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c))
-                    work[out + a * kw + c] = best
+    replay_ops(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr, theta, work, tmp,
+               elim0_min, CAP, EXCL)
 
 
 @njit(**_JIT)
