@@ -164,26 +164,34 @@ def case_replay(rev: str, tmp: Path, reps: int) -> None:
 
 def case_propagate(rev: str, tmp: Path, reps: int) -> None:
     from gapstop.problems.pipeline import _propagate as P
+    from gapstop.problems.pipeline._kernels import kahn_order
     from gapstop.problems.pipeline.generators import model_like
     oldP = load_at(rev, "problems/pipeline/_propagate.py", tmp)
     prob = model_like(400, 0)
     n = prob.n
     g = (prob.succ_ptr, prob.succ, prob.pred_ptr, prob.pred)
 
-    def run(mod):
+    def run(mod, topological):
         def go():
             out = []
             for seed in range(20):
-                seq = np.random.default_rng(seed).permutation(n).astype(np.int64)
-                st, chips, fails = mod.constrained_dfs(seq, np.full(n, -1, np.int64), np.zeros((0, 16)), False,
-                                                       seed, 16, True, True, -1, *g,
+                rng = np.random.default_rng(seed)
+                if topological:  # 8 chips: every search finds a labelling
+                    c = 8
+                    seq = kahn_order(rng.random(n), prob.succ_ptr, prob.succ, prob.pred_ptr).astype(np.int64)
+                else:  # 16 chips, random order: every search ends on its backtrack budget
+                    c = 16
+                    seq = rng.permutation(n).astype(np.int64)
+                st, chips, fails = mod.constrained_dfs(seq, np.full(n, -1, np.int64), np.zeros((0, c)), False,
+                                                       seed, c, True, True, -1, *g,
                                                        np.asarray(prob.size_param, np.int64),
                                                        np.asarray(prob.size_out, np.int64), 2000)
                 out.append(chips)
             return out
         return go
 
-    race("mcm constrained_dfs (20 searches)", run(oldP), run(P), reps)
+    race("mcm dfs topological (20 searches)", run(oldP, True), run(P, True), reps)
+    race("mcm dfs random order (20 searches)", run(oldP, False), run(P, False), reps)
 
 
 def case_slice(rev: str, tmp: Path, reps: int) -> None:
