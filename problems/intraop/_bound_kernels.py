@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from gapstop.problems.intraop._kernels import pair_cost
-from gapstop.problems.intraop.reduce import replay_ops
+from gapstop.problems.intraop.reduce import reconstruct_ops, replay_ops
 
 CAP = (1 << 61) - 1
 EXCL = (1 << 62) - 1
@@ -96,25 +96,10 @@ def replay_int(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_o
                elim0_min, CAP, EXCL)
 
 
-@njit(**_JIT)
-def reconstruct_int(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work,
-                    sol):  # pragma: no cover - jitted
-    """Extend a core labelling to the eliminated nodes (reverse order, best response each)."""
-    for i in range(len(kind) - 1, -1, -1):
-        v = op_v[i]
-        tv = ptr[v]
-        best = EXCL + 1
-        best_s = 0
-        for b in range(k[v]):
-            c = theta[tv + b]
-            if kind[i] >= 1:
-                c = sat_add(c, pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]))
-            if kind[i] == 2:
-                c = sat_add(c, pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]))
-            if c < best:
-                best = c
-                best_s = b
-        sol[v] = best_s
+def reconstruct_int(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol) -> None:
+    """Extend a core labelling to the eliminated nodes (reverse order, best response each), after
+    :func:`replay_int`: :func:`~problems.intraop.reduce.reconstruct_ops` with saturated int64 sums."""
+    reconstruct_ops(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol, CAP, EXCL)
 
 
 @njit(**_JIT)

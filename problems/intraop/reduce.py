@@ -385,23 +385,26 @@ def run_plan(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64], 
 
 
 @njit(nogil=True, cache=True)
-def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol):  # pragma: no cover
+def reconstruct_ops(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol, cap,
+                    excl):  # pragma: no cover - jitted
+    """Extend a core labelling in ``sol`` to the eliminated nodes (reverse order, best response each,
+    first on ties) after :func:`replay_ops` with the same ``cap`` and ``excl``."""
     for i in range(len(kind) - 1, -1, -1):
         v = op_v[i]
         if kind[i] == 4 or kind[i] == 5:
             continue
         if kind[i] == 3:
-            sol[v] = _image(work, tab_off, tab_x, k, op_t1[i], op_u[i], sol[op_u[i]], v, np.inf)
+            sol[v] = _image(work, tab_off, tab_x, k, op_t1[i], op_u[i], sol[op_u[i]], v, excl)
             continue
         tv = ptr[v]
-        best = np.inf
+        best = excl
         best_s = 0
         for b in range(k[v]):
             c = theta[tv + b]
             if kind[i] >= 1:
-                c += pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]])
+                c = _add(c, pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]), cap, excl)
             if kind[i] == 2:
-                c += pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]])
+                c = _add(c, pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]), cap, excl)
             if c < best:
                 best = c
                 best_s = b
@@ -411,8 +414,8 @@ def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, t
 def reconstruct(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64],
                 work: NDArray[np.float64], sol: NDArray[np.int64]) -> None:
     """Fill the eliminated nodes of ``sol`` (core nodes must be set) after :func:`run_plan`."""
-    _reconstruct(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2,
-                 plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, sol)
+    reconstruct_ops(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2,
+                    plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, sol, np.inf, np.inf)
 
 
 @njit(nogil=True, cache=True)
