@@ -9,8 +9,8 @@ seconds of each over ``--reps`` rounds and their ratio (tree / REV; below 1 is f
 whether both left bit-identical results (a fold must not change any number).
 
 Cases: ``trws`` the TRW-S pass of the search (finite tables) and of the bound (excluded entries as
-+inf) on instance A's core; ``replay`` the degree <= 2 elimination on float (search) and exact
-integer (bound) tables of instance A; ``propagate`` the MCM constraint search (bounds and triangle
++inf) on instance A's core; ``replay`` the degree <= 2 elimination and the labelling of the
+eliminated nodes on float (search) and exact integer (bound) tables of instance A; ``propagate`` the MCM constraint search (bounds and triangle
 propagation) on a model-like graph; ``slice`` Kahn + SliceGraph decodes on a model-like graph.
 The intra-op cases read ``/work/shared/data/iopddl`` (falling back to a generated instance).
 """
@@ -130,7 +130,6 @@ def case_replay(rev: str, tmp: Path, reps: int) -> None:
     problem = intraop_problem()
     prep = prepare(problem)
     net, plan = prep.net, prep.plan
-    cols = (plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3, plan.op_out)
     theta0 = np.array(net.unary, dtype=np.float64)
     work0 = R.new_work(net, plan)
 
@@ -159,7 +158,28 @@ def case_replay(rev: str, tmp: Path, reps: int) -> None:
         return go
 
     race("replay int (5 whole plans)", exact(oldBK), exact(BK), reps)
-    del cols
+    theta1, work1 = flt(R)()
+    btheta, bwork, _ = exact(BK)()
+
+    def labels(mod):
+        def go():
+            sol = np.zeros(net.n, dtype=np.int64)
+            for _ in range(20):
+                mod.reconstruct(plan, net, theta1, work1, sol)
+            return (sol,)
+        return go
+
+    def labels_int(mod):
+        def go():
+            sol = np.zeros(bnet.n, dtype=np.int64)
+            for _ in range(20):
+                mod.reconstruct_int(bplan.op_kind, bplan.op_v, bplan.op_u, bplan.op_w, bplan.op_t1, bplan.op_t2,
+                                    bplan.tab_x, bplan.tab_off, bnet.k, bnet.ptr, btheta, bwork, sol)
+            return (sol,)
+        return go
+
+    race("reconstruct float (20 plans)", labels(oldR), labels(R), reps)
+    race("reconstruct int (20 plans)", labels_int(oldBK), labels_int(BK), reps)
 
 
 def case_propagate(rev: str, tmp: Path, reps: int) -> None:
