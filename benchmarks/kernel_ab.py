@@ -10,8 +10,9 @@ whether both left bit-identical results (a fold must not change any number).
 
 Cases: ``trws`` the TRW-S pass of the search (finite tables) and of the bound (excluded entries as
 +inf) on instance A's core; ``replay`` the degree <= 2 elimination and the labelling of the
-eliminated nodes on float (search) and exact integer (bound) tables of instance A; ``propagate`` the MCM constraint search (bounds and triangle
-propagation) on a model-like graph; ``slice`` Kahn + SliceGraph decodes on a model-like graph.
+eliminated nodes on float (search) and exact integer (bound) tables of instance A; ``propagate``
+the MCM constraint search (bounds and triangle propagation) on a model-like graph; ``slice``
+Kahn + SliceGraph decodes on a model-like graph.
 The intra-op cases read ``/work/shared/data/iopddl`` (falling back to a generated instance).
 """
 
