@@ -12,7 +12,7 @@ Cases: ``trws`` the TRW-S pass of the search (finite tables) and of the bound (e
 +inf) on instance A's core; ``replay`` the degree <= 2 elimination and the labelling of the
 eliminated nodes on float (search) and exact integer (bound) tables of instance A; ``propagate``
 the MCM constraint search (bounds and triangle propagation) on a model-like graph; ``slice``
-Kahn + SliceGraph decodes on a model-like graph.
+Kahn + SliceGraph decodes, and Kahn orders alone, on a model-like graph.
 The intra-op cases read ``/work/shared/data/iopddl`` (falling back to a generated instance).
 """
 
@@ -230,6 +230,13 @@ def case_slice(rev: str, tmp: Path, reps: int) -> None:
         return go
 
     race("slicegraph decode_batch (20 keys)", run(oldPK), run(PK), reps)
+
+    def kahn(mod):
+        def go():
+            return [mod.kahn_order(key, prob.succ_ptr, prob.succ, prob.pred_ptr) for key in keys for _ in range(100)]
+        return go
+
+    race("kahn_order (2000 orders)", kahn(oldPK), kahn(PK), reps)
 
 
 CASES = {"trws": case_trws, "replay": case_replay, "propagate": case_propagate, "slice": case_slice}
