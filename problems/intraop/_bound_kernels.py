@@ -20,9 +20,10 @@ Integer tables hold every cost exactly, with two reserved magnitudes:
   several terms are Python ints and may exceed EXCL: callers flag "no admissible
   choice" separately (``None``), never by comparing a sum with EXCL.
 
-Message passing runs in float64 with excluded entries as ``+inf`` and never
-subtracts an infinity. Only :func:`dual_terms` produces certified numbers, and it
-computes them in exact integer arithmetic from integer messages.
+Message passing (the search's TRW-S pass, :func:`problems.intraop._kernels.trws_pass`)
+runs in float64 with excluded entries as ``+inf``; an infinite belief never reaches a
+message. Only :func:`dual_terms` produces certified numbers, and it computes them in
+exact integer arithmetic from integer messages.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from gapstop.problems.intraop._kernels import pair_cost
+from gapstop.problems.intraop.reduce import reconstruct_ops, replay_ops
 
 CAP = (1 << 61) - 1
 EXCL = (1 << 62) - 1
@@ -81,72 +83,23 @@ def merge_edges_int(edge_u, edge_v, edge_ptr, edge_cost, pair, tab_off, tab_x, k
                     tabs[i] = sat_add(tabs[i], c)
 
 
-@njit(**_JIT)
 def replay_int(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr,
-               theta, work, tmp, elim0_min):  # pragma: no cover - jitted
+               theta, work, tmp, elim0_min) -> None:
     """Exact degree <= 2 elimination on integer tables (see :mod:`problems.intraop.reduce`).
 
     ``theta`` (unary) and ``work`` (tables) are updated in place. Each ELIM0 node's
     final minimum is written to ``elim0_min[i]`` (EXCL if all its choices are excluded);
-    the optimum of the whole network is the optimum of the core plus their sum.
+    the optimum of the whole network is the optimum of the core plus their sum. The
+    search's replay with saturated int64 sums (:func:`~problems.intraop.reduce.replay_ops`).
     """
-    for i in range(len(kind)):
-        v = op_v[i]
-        kv = k[v]
-        tv = ptr[v]
-        if kind[i] == 0:
-            best = EXCL
-            for b in range(kv):
-                if theta[tv + b] < best:
-                    best = theta[tv + b]
-            elim0_min[i] = best
-        elif kind[i] == 1:
-            u = op_u[i]
-            for a in range(k[u]):
-                best = EXCL
-                for b in range(kv):
-                    c = sat_add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
-                    if c < best:
-                        best = c
-                theta[ptr[u] + a] = sat_add(theta[ptr[u] + a], best)
-        else:
-            u, w = op_u[i], op_w[i]
-            kw = k[w]
-            out = tab_off[op_out[i]]
-            t3 = op_t3[i]
-            for a in range(k[u]):
-                for b in range(kv):
-                    tmp[b] = sat_add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b])
-                for c in range(kw):
-                    best = EXCL
-                    for b in range(kv):
-                        x = sat_add(tmp[b], pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c))
-                        if x < best:
-                            best = x
-                    if t3 >= 0:
-                        best = sat_add(best, pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c))
-                    work[out + a * kw + c] = best
+    replay_ops(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr, theta, work, tmp,
+               elim0_min, CAP, EXCL)
 
 
-@njit(**_JIT)
-def reconstruct_int(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work,
-                    sol):  # pragma: no cover - jitted
-    """Extend a core labelling to the eliminated nodes (reverse order, best response each)."""
-    for i in range(len(kind) - 1, -1, -1):
-        v = op_v[i]
-        tv = ptr[v]
-        best = EXCL + 1
-        best_s = 0
-        for b in range(k[v]):
-            c = theta[tv + b]
-            if kind[i] >= 1:
-                c = sat_add(c, pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]))
-            if kind[i] == 2:
-                c = sat_add(c, pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]))
-            if c < best:
-                best = c
-                best_s = b
-        sol[v] = best_s
+def reconstruct_int(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol) -> None:
+    """Extend a core labelling to the eliminated nodes (reverse order, best response each), after
+    :func:`replay_int`: :func:`~problems.intraop.reduce.reconstruct_ops` with saturated int64 sums."""
+    reconstruct_ops(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol, CAP, EXCL)
 
 
 @njit(**_JIT)
@@ -154,75 +107,6 @@ def to_float(src, dst):  # pragma: no cover - jitted
     """Integer entries to float64, EXCL to +inf."""
     for i in range(len(src)):
         dst[i] = np.inf if src[i] >= EXCL else float(src[i])
-
-
-@njit(**_JIT)
-def trws_sweep(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
-               msg, msg_off, rev, sol, hat):  # pragma: no cover - jitted
-    """One TRW-S pass (Kolmogorov 2006) in ``order`` on float tables where +inf marks exclusion.
-
-    ``msg[msg_off[e]:][:k_v]`` is the message into node ``v`` along its adjacency
-    entry ``e``; ``rank[v]`` is the position of ``v`` in ``order``; ``gamma[v]`` is
-    ``1 / max(#earlier, #later neighbours)``. Excluded labels (infinite belief) are
-    skipped, so no infinity is ever subtracted. Each node also gets a greedy label
-    in ``sol`` (earlier neighbours by their labels, later ones by their messages).
-    """
-    for idx in range(len(order)):
-        i = order[idx]
-        ki = k[i]
-        pi = ptr[i]
-        # greedy label
-        best = np.inf
-        bs = sol[i]
-        for a in range(ki):
-            h = theta[pi + a]
-            if h == np.inf:
-                continue
-            for e in range(adj_ptr[i], adj_ptr[i + 1]):
-                j = adj_nbr[e]
-                if rank[j] < idx:
-                    h += pair_cost(tabs, tab_off, tab_x, k, adj_tab[e], i, a, j, sol[j])
-                else:
-                    h += msg[msg_off[e] + a]
-            if h < best:
-                best = h
-                bs = a
-        sol[i] = bs
-        # belief
-        for a in range(ki):
-            h = theta[pi + a]
-            for e in range(adj_ptr[i], adj_ptr[i + 1]):
-                h += msg[msg_off[e] + a]
-            hat[a] = h
-        g = gamma[i]
-        for e in range(adj_ptr[i], adj_ptr[i + 1]):
-            j = adj_nbr[e]
-            if rank[j] <= idx:
-                continue
-            kj = k[j]
-            t = adj_tab[e]
-            oi = msg_off[e]
-            oj = msg_off[rev[e]]
-            row = tab_x[t] == i
-            off = tab_off[t]
-            mn = np.inf
-            for b in range(kj):
-                best = np.inf
-                for a in range(ki):
-                    if hat[a] == np.inf:
-                        continue
-                    f = tabs[off + a * kj + b] if row else tabs[off + b * ki + a]
-                    if f == np.inf:
-                        continue
-                    c = g * hat[a] - msg[oi + a] + f
-                    if c < best:
-                        best = c
-                msg[oj + b] = best
-                if best < mn:
-                    mn = best
-            if mn < np.inf:
-                for b in range(kj):
-                    msg[oj + b] -= mn
 
 
 @njit(**_JIT)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from gapstop.problems.intraop import _bound_kernels as BK
+from gapstop.problems.intraop import _bound_kernels as BK, _kernels as K
 from gapstop.problems.intraop._factors import eliminate, network_factors
 from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
 from gapstop.problems.intraop.network import PairNetwork, build_network
@@ -309,9 +309,9 @@ class CoreDual:
                     if time.perf_counter() > deadline and (best is not None or empty):
                         break
                     for order, rank in ((self.fwd, self.rank_f), (self.bwd, self.rank_b)):
-                        BK.trws_sweep(order, rank, self.gamma, self.theta_f, net.ptr, net.k, plan.adj_ptr,
-                                      plan.adj_nbr, plan.adj_tab, self.work_f, plan.tab_off, plan.tab_x, self.msg,
-                                      self.msg_off, self.rev, self.sol, self._hat)
+                        K.trws_pass(order, rank, self.gamma, self.theta_f, net.ptr, net.k, plan.adj_ptr,
+                                    plan.adj_nbr, plan.adj_tab, self.work_f, plan.tab_off, plan.tab_x, self.msg,
+                                    self.msg_off, self.rev, self.sol, self._hat)
                     if exact:
                         break
                     # TRW-S never lowers its bound, so certifying (a third of a pass) after every

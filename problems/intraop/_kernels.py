@@ -36,7 +36,10 @@ def min_over_rows(tabs, off, i_is_row, ki, kj, vec, g, sub, sub_off, out, out_of
     """``out[out_off + b] = min_a g * vec[a] - sub[sub_off + a] + f(a, b)`` for the table at ``off``.
 
     ``f(a, b)`` is entry ``(a, b)`` when ``i_is_row`` (table ``ki x kj``) else entry ``(b, a)``
-    (table ``kj x ki``); the loops follow the memory order in both cases.
+    (table ``kj x ki``); the loops follow the memory order in both cases. With ``+inf`` for
+    excluded entries, a term with an infinite ``vec[a]`` or ``f`` is ``+inf`` or NaN (``inf -
+    inf``), which loses every comparison: the minimum is over the finite terms, ``+inf`` if
+    there are none (an explicit test for infinity measured 9 % slower in the search's TRW-S).
     """
     if i_is_row:
         for b in range(kj):
@@ -342,6 +345,12 @@ def trws_pass(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs
     ``1 / max(#earlier, #later neighbours)``. Each node is also labelled greedily
     (earlier neighbours by their new labels, later ones through their messages),
     so ``sol`` holds a complete assignment of the ordered nodes afterwards.
+
+    Tables and unaries may hold ``+inf`` for excluded labels (the certified bounds of
+    :mod:`problems.intraop._dual`): an infinite belief never enters a message
+    (:func:`min_over_rows`), an all-infinite message is left as it is (not normalised),
+    and a node whose every label is infinite keeps its previous ``sol``. On finite tables
+    (the search) none of this arises.
     """
     for idx in range(len(order)):
         i = order[idx]
@@ -365,9 +374,9 @@ def trws_pass(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs
                 o = msg_off[e]
                 for a in range(ki):
                     hat[a] += msg[o + a]
-        best = hat[0]
-        bs = 0
-        for a in range(1, ki):
+        best = np.inf
+        bs = sol[i]
+        for a in range(ki):
             if hat[a] < best:
                 best = hat[a]
                 bs = a
@@ -392,5 +401,6 @@ def trws_pass(order, rank, gamma, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs
             for b in range(kj):
                 if msg[oj + b] < mn:
                     mn = msg[oj + b]
-            for b in range(kj):
-                msg[oj + b] -= mn
+            if mn < np.inf:
+                for b in range(kj):
+                    msg[oj + b] -= mn

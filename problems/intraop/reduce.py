@@ -51,6 +51,8 @@ ELIM0, ELIM1, ELIM2 = 0, 1, 2
 MERGE, MOVE = 3, 4
 #: ``contract``: fold a single-strategy node's table into its neighbour's unary (the node then gets ELIM0)
 FOLD = 5
+#: the float replay needs no ELIM0 minima (:func:`replay_ops`)
+_NO_MINS = np.empty(0, dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,20 +247,49 @@ def new_work(net: PairNetwork, plan: ReductionPlan) -> NDArray[np.float64]:
 
 
 @njit(nogil=True, cache=True)
-def _run(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr, theta, work, tmp):  # pragma: no cover
+def _add(a, b, cap, excl):  # pragma: no cover - jitted
+    """``a + b``, ``excl`` once it reaches ``excl``, else at most ``cap``; with ``cap = excl = +inf``
+    exactly ``a + b`` (the float tables of the search)."""
+    s = a + b
+    if s >= excl:
+        return excl
+    if s > cap:
+        return cap
+    return s
+
+
+@njit(nogil=True, cache=True)
+def replay_ops(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k, ptr, theta, work, tmp,
+               elim0_min, cap, excl):  # pragma: no cover - jitted
+    """Replay the ops of a plan on ``theta`` (unary) and ``work`` (tables), both updated in place.
+
+    One kernel for both number types; every sum goes through :func:`_add`. Float tables (the
+    search): ``cap = excl = +inf``, plain float sums. Integer tables (the bounds,
+    :mod:`problems.intraop._bound_kernels`): ``cap = CAP``, ``excl = EXCL``, exact saturated
+    int64 sums (every local stays int64: no rounding above 2^53). ``tmp`` has the tables'
+    dtype and at least ``max k`` entries. Each ELIM0 node's minimum is written to
+    ``elim0_min[i]`` (``excl`` if all its choices are), when ``elim0_min`` has room for it.
+    """
     for i in range(len(kind)):
         v = op_v[i]
         kv = k[v]
         tv = ptr[v]
-        if kind[i] == 1:
+        if kind[i] == 0:
+            if i < len(elim0_min):
+                best = excl
+                for b in range(kv):
+                    if theta[tv + b] < best:
+                        best = theta[tv + b]
+                elim0_min[i] = best
+        elif kind[i] == 1:
             u = op_u[i]
             for a in range(k[u]):
-                best = np.inf
+                best = excl
                 for b in range(kv):
-                    c = pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b) + theta[tv + b]
+                    c = _add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b], cap, excl)
                     if c < best:
                         best = c
-                theta[ptr[u] + a] += best
+                theta[ptr[u] + a] = _add(theta[ptr[u] + a], best, cap, excl)
         elif kind[i] == 2:
             u, w = op_u[i], op_w[i]
             kw = k[w]
@@ -266,43 +297,46 @@ def _run(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_off, k,
             t3 = op_t3[i]
             for a in range(k[u]):
                 for b in range(kv):
-                    tmp[b] = pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b) + theta[tv + b]
+                    tmp[b] = _add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b], cap, excl)
                 for c in range(kw):
-                    best = np.inf
+                    best = excl
                     for b in range(kv):
-                        x = tmp[b] + pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c)
+                        x = _add(tmp[b], pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c), cap, excl)
                         if x < best:
                             best = x
                     if t3 >= 0:
-                        best += pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c)
+                        best = _add(best, pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c), cap, excl)
                     work[out + a * kw + c] = best
         elif kind[i] == 3:
             u = op_u[i]
             for a in range(k[u]):
-                b = _image(work, tab_off, tab_x, k, op_t1[i], u, a, v)
-                theta[ptr[u] + a] += pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b) + theta[tv + b]
+                b = _image(work, tab_off, tab_x, k, op_t1[i], u, a, v, excl)
+                x = _add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b], cap, excl)
+                theta[ptr[u] + a] = _add(theta[ptr[u] + a], x, cap, excl)
         elif kind[i] == 4:
             u, w = op_u[i], op_w[i]
             kw = k[w]
             out = tab_off[op_out[i]]
             t3 = op_t3[i]
             for a in range(k[u]):
-                b = _image(work, tab_off, tab_x, k, op_t1[i], u, a, v)
+                b = _image(work, tab_off, tab_x, k, op_t1[i], u, a, v, excl)
                 for c in range(kw):
                     x = pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c)
                     if t3 >= 0:
-                        x += pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c)
+                        x = _add(x, pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c), cap, excl)
                     work[out + a * kw + c] = x
         elif kind[i] == 5:
             u = op_u[i]
             for a in range(k[u]):
-                theta[ptr[u] + a] += pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, 0)
+                theta[ptr[u] + a] = _add(theta[ptr[u] + a], pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, 0),
+                                         cap, excl)
 
 
 @njit(nogil=True, cache=True)
-def _image(work, tab_off, tab_x, k, t, u, a, v):  # pragma: no cover
-    """``pi(a)``: ``v``'s cheapest strategy in row ``a`` of ``u``'s bijection table ``t`` (first on ties)."""
-    best = np.inf
+def _image(work, tab_off, tab_x, k, t, u, a, v, excl):  # pragma: no cover
+    """``pi(a)``: ``v``'s cheapest strategy in row ``a`` of ``u``'s bijection table ``t`` (first on ties);
+    ``excl``: the tables' largest value (+inf or EXCL)."""
+    best = excl
     best_b = 0
     for b in range(k[v]):
         c = pair_cost(work, tab_off, tab_x, k, t, u, a, v, b)
@@ -346,28 +380,31 @@ def run_plan(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64], 
     form a network whose optimum is the optimum of the whole relaxed problem.
     """
     tmp = np.empty(int(net.k.max()), dtype=np.float64)
-    _run(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3, plan.op_out,
-         plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp)
+    replay_ops(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2, plan.op_t3, plan.op_out,
+               plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp, _NO_MINS, np.inf, np.inf)
 
 
 @njit(nogil=True, cache=True)
-def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol):  # pragma: no cover
+def reconstruct_ops(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, theta, work, sol, cap,
+                    excl):  # pragma: no cover - jitted
+    """Extend a core labelling in ``sol`` to the eliminated nodes (reverse order, best response each,
+    first on ties) after :func:`replay_ops` with the same ``cap`` and ``excl``."""
     for i in range(len(kind) - 1, -1, -1):
         v = op_v[i]
         if kind[i] == 4 or kind[i] == 5:
             continue
         if kind[i] == 3:
-            sol[v] = _image(work, tab_off, tab_x, k, op_t1[i], op_u[i], sol[op_u[i]], v)
+            sol[v] = _image(work, tab_off, tab_x, k, op_t1[i], op_u[i], sol[op_u[i]], v, excl)
             continue
         tv = ptr[v]
-        best = np.inf
+        best = excl
         best_s = 0
         for b in range(k[v]):
             c = theta[tv + b]
             if kind[i] >= 1:
-                c += pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]])
+                c = _add(c, pair_cost(work, tab_off, tab_x, k, op_t1[i], v, b, op_u[i], sol[op_u[i]]), cap, excl)
             if kind[i] == 2:
-                c += pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]])
+                c = _add(c, pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, op_w[i], sol[op_w[i]]), cap, excl)
             if c < best:
                 best = c
                 best_s = b
@@ -377,8 +414,8 @@ def _reconstruct(kind, op_v, op_u, op_w, op_t1, op_t2, tab_x, tab_off, k, ptr, t
 def reconstruct(plan: ReductionPlan, net: PairNetwork, theta: NDArray[np.float64],
                 work: NDArray[np.float64], sol: NDArray[np.int64]) -> None:
     """Fill the eliminated nodes of ``sol`` (core nodes must be set) after :func:`run_plan`."""
-    _reconstruct(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2,
-                 plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, sol)
+    reconstruct_ops(plan.op_kind, plan.op_v, plan.op_u, plan.op_w, plan.op_t1, plan.op_t2,
+                    plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, sol, np.inf, np.inf)
 
 
 @njit(nogil=True, cache=True)
@@ -448,7 +485,8 @@ def plan_replay(plan: ReductionPlan, net: PairNetwork, varying: NDArray[np.bool_
     work = new_work(net, plan)
     tmp = np.empty(int(net.k.max()), dtype=np.float64)
     const = ~dep
-    _run(*(c[const] for c in cols), plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp)
+    replay_ops(*(c[const] for c in cols), plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp, _NO_MINS,
+               np.inf, np.inf)
     for a in (theta, work):
         a.flags.writeable = False
     varying = np.array(varying, dtype=np.bool_)
@@ -473,4 +511,4 @@ def run_replay(replay: Replay, plan: ReductionPlan, net: PairNetwork, weight: ND
     relaxed optimum and the same choices."""
     _penalise(replay.base_theta, net.usage, net.ptr, weight, replay.varying_nodes, theta)
     tmp = np.empty(int(net.k.max()), dtype=np.float64)
-    _run(*replay.ops, plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp)
+    replay_ops(*replay.ops, plan.tab_x, plan.tab_off, net.k, net.ptr, theta, work, tmp, _NO_MINS, np.inf, np.inf)

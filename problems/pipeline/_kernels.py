@@ -205,6 +205,7 @@ def _segment_cost(order, pos, l, r, maxcons, work, size_param, size_out, pred_pt
     out_b = 0
     sink_b = 0
     runmax = 0
+    # slice_order repeats this loop's body inlined (see there why): change both together
     for t in range(l, r + 1):
         v = order[t]
         a = size_out[v] + out_b + sink_b

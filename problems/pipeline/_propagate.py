@@ -106,6 +106,28 @@ def _bit_index(low):
 
 
 @njit(cache=True, nogil=True)
+def _push(x, up, ptr, adj, queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp):
+    """Tighten ``x``'s neighbours ``adj[ptr[x]:ptr[x+1]]``: with ``up`` (successors) raise their
+    ``lo`` to ``lo(x)``, else (predecessors) lower their ``hi`` to ``hi(x)``; queue each changed
+    one. Returns (ok, qt, tp); ok is False when a neighbour's interval empties (it stops there)."""
+    n = lo.shape[0]
+    for e in range(ptr[x], ptr[x + 1]):
+        w = adj[e]
+        nlo = lo[x] if up and lo[x] > lo[w] else lo[w]
+        nhi = hi[x] if not up and hi[x] < hi[w] else hi[w]
+        if nlo == lo[w] and nhi == hi[w]:
+            continue
+        if nlo > nhi:
+            return False, qt, tp
+        tp = _set(w, nlo, nhi, lo, hi, box, t_node, t_lo, t_hi, tp)
+        if not inq[w]:
+            inq[w] = True
+            queue[qt % (n + 1)] = w
+            qt += 1
+    return True, qt, tp
+
+
+@njit(cache=True, nogil=True)
 def _bounds(queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred):
     """Bounds consistency along edges from the ``qt`` queued nodes; returns (ok, tp)."""
     n = lo.shape[0]
@@ -115,30 +137,9 @@ def _bounds(queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ,
         x = queue[qh % (n + 1)]
         qh += 1
         inq[x] = False
-        for e in range(succ_ptr[x], succ_ptr[x + 1]):
-            w = succ[e]
-            if lo[w] < lo[x]:
-                if lo[x] > hi[w]:
-                    ok = False
-                    break
-                tp = _set(w, lo[x], hi[w], lo, hi, box, t_node, t_lo, t_hi, tp)
-                if not inq[w]:
-                    inq[w] = True
-                    queue[qt % (n + 1)] = w
-                    qt += 1
-        if not ok:
-            break
-        for e in range(pred_ptr[x], pred_ptr[x + 1]):
-            p = pred[e]
-            if hi[p] > hi[x]:
-                if hi[x] < lo[p]:
-                    ok = False
-                    break
-                tp = _set(p, lo[p], hi[x], lo, hi, box, t_node, t_lo, t_hi, tp)
-                if not inq[p]:
-                    inq[p] = True
-                    queue[qt % (n + 1)] = p
-                    qt += 1
+        ok, qt, tp = _push(x, True, succ_ptr, succ, queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp)
+        if ok:
+            ok, qt, tp = _push(x, False, pred_ptr, pred, queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp)
     while qh < qt:  # a failed propagation leaves nodes queued
         inq[queue[qh % (n + 1)]] = False
         qh += 1
