@@ -23,8 +23,11 @@ class BoundWorker:
 
     def run(self, coord: Any, spec: dict[str, Any], deadline_in_s: float) -> str:
         """Run one job spec until done, the deadline, or the coordinator stops. Returns the spec's kind."""
-        session = SessionHandle(coord)
+        session = SessionHandle(coord, track=True)
         session.hello(self.name, ray.get_runtime_context().get_node_id())
         ctx = JobContext(session, f"{self.name}:{spec['kind']}", time.monotonic() + deadline_in_s)
-        self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed, num_workers=self.num_threads)
+        try:
+            self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed, num_workers=self.num_threads)
+        finally:
+            session.flush()
         return spec["kind"]

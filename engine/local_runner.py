@@ -113,8 +113,11 @@ class ThreadBackend:
         def body() -> None:
             self.session.hello(worker, "local")
             ctx = JobContext(self.reports, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S)
-            self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed,
-                                       num_workers=self.threads_per_job)
+            try:
+                self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed,
+                                           num_workers=self.threads_per_job)
+            finally:
+                self.reports.flush()  # its last bound counts before the next job is planned
 
         return self._spawn(body, worker)
 
