@@ -234,14 +234,15 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
         raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
 
 
-def _solve(problem_name: str, path: str, params: dict[str, Any], *, time_limit: float, target_gap: float,
+def _solve(problem_name: str, path: str, problem: Any, params: dict[str, Any], *, time_limit: float, target_gap: float,
            seed: int, run_dir: str, resume: str | None, address: str | None, workers: int | None,
            cpus_per_worker: float, in_process: bool, quiet: bool, bounds: bool = True, islands: int | None = None,
            out: str | None = None) -> dict[str, Any]:
     """One certified run, in this process (threads) or on Ray: the same islands, bound jobs and
     session either way (:mod:`engine.solve_loop`). Ray runs it when asked for by ``--address`` or
     ``--workers`` (without ``--in-process``); otherwise the work fits this process and Ray
-    (5-10 s of start-up on a laptop) is not started."""
+    (5-10 s of start-up on a laptop) is not started. ``problem``: ``path`` as loaded and checked by
+    the command (a Ray run's actors load it from the driver's copy in the object store)."""
     from gapstop.actors.runner import holds_run, run_config
 
     if resume is None and holds_run(run_dir):
@@ -254,8 +255,6 @@ def _solve(problem_name: str, path: str, params: dict[str, Any], *, time_limit: 
         from gapstop.problems import registry
 
         adapter = registry.get(problem_name)
-        problem = adapter.load(path)
-        adapter.check_params(problem, params)
         config = run_config(problem_name, path, params, seed, target_gap, time_limit)
         doc = run_local(adapter, problem, params, run_dir=run_dir, config=config, time_limit_s=time_limit,
                         target_gap=target_gap, seed=seed, resume=resume is not None, workers=workers,
@@ -388,7 +387,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
 
     guard = _Guard(f"pipeline-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
                    time_limit, lambda: _running_doc(Path(rd) / "result.json"), emit)
-    doc = _solve("pipeline", graph, params, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
+    doc = _solve("pipeline", graph, problem, params, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
                  run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                  in_process=in_process, quiet=quiet, bounds=not no_bounds, islands=islands, out=out)
     guard.give(doc, emit)
@@ -526,7 +525,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         doc = _intraop_eliminate(problem, time_limit, max_table, t0)
         emit(doc)
     else:
-        doc = _solve("intraop", instance, {}, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
+        doc = _solve("intraop", instance, problem, {}, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
                      run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                      in_process=in_process, quiet=quiet, out=out)
         guard.give(doc, emit)

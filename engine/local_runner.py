@@ -13,6 +13,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import traceback
 from typing import Any, Callable, Iterator
 
@@ -105,8 +106,6 @@ class ThreadBackend:
         return self._spawn(body, name)
 
     def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> int:
-        import time
-
         worker = f"bound-{slot}"
         deadline = time.monotonic() + budget_s
 
@@ -154,8 +153,6 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
     :class:`engine.persist.WriteFailures`, if given). ``t_end``: a ``time.monotonic()`` deadline before the
     time limit (the process's). Ctrl-C stops the run; the best solution is kept.
     """
-    import time
-
     total = workers or max(1, os.cpu_count() or 1)
     n_search, n_bound = slot_plan(total, bounds, islands)
     specs = adapter.bound_job_specs(problem, params) if bounds else []

@@ -105,9 +105,10 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
 
     def start_bound(slot: int, fresh: bool = False) -> None:
         left = t_end - time.monotonic()
-        if left <= 0.5 or session.poll()["stop"] is not None:  # e.g. the job that ended proved optimality
+        st = session.poll()
+        if left <= 0.5 or st["stop"] is not None:  # e.g. the job that ended proved optimality
             return
-        spec, budget = plan.next(slot, left, session.poll()["ub"] if plan.members else None, session.member_bounds)
+        spec, budget = plan.next(slot, left, st["ub"], session.member_bounds)
         if spec is None:
             return
         session.started("bounds", job_name(spec))
