@@ -243,7 +243,7 @@ def _solve(problem_name: str, path: str, problem: Any, params: dict[str, Any], *
     ``--workers`` (without ``--in-process``); otherwise the work fits this process and Ray
     (5-10 s of start-up on a laptop) is not started. ``problem``: ``path`` as loaded and checked by
     the command (a Ray run's actors load it from the driver's copy in the object store)."""
-    from gapstop.actors.runner import holds_run, run_config
+    from gapstop.engine.rundir import holds_run, run_config
 
     if resume is None and holds_run(run_dir):
         raise InputError(f"--run-dir: {run_dir} already holds a run; continue it with --resume {run_dir} "

@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator
 
 from gapstop.engine.deadline import run_end
 from gapstop.engine.errors import InputError
-from gapstop.engine.persist import file_digest
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
+from gapstop.engine.rundir import holds_run, run_config
 from gapstop.engine.solve_loop import OutFile, drive
 
 
@@ -68,21 +68,6 @@ def _print_new(lines: list[str], shown: set[str]) -> None:
         if line not in shown:
             shown.add(line)
             print(line, file=sys.stderr, flush=True)
-
-
-def holds_run(run_dir: str) -> bool:
-    """Whether ``run_dir`` already holds a run (its config or checkpoint)."""
-    import os
-
-    return any(os.path.exists(os.path.join(run_dir, f)) for f in ("config.json", "checkpoint.json"))
-
-
-def run_config(problem_name: str, problem_path: str, params: dict[str, Any], seed: int, target_gap: float,
-               time_limit_s: float, address: str | None = None, cpus_per_worker: float = 1.0) -> dict[str, Any]:
-    """The run's ``config.json`` (a resumed run must match its problem, digest and params)."""
-    return {"problem": problem_name, "problem_path": str(problem_path), "problem_digest": file_digest(problem_path),
-            "params": params, "seed": seed, "target_gap": target_gap, "time_limit_s": time_limit_s,
-            "address": address, "cpus_per_worker": cpus_per_worker}
 
 
 class RayBackend:

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from gapstop.engine.coordinator import Coordinator, Event
 from gapstop.engine.errors import InputError
-from gapstop.engine.persist import WriteFailures, write_json_atomic
+from gapstop.engine.persist import WriteFailures, file_digest, write_json_atomic
 from gapstop.engine.records import Bound, Incumbent, exact_text, exact_value
 
 EVENT_SCHEMA = pa.schema([("t_s", pa.float64()), ("worker", pa.string()), ("kind", pa.string()),
@@ -191,6 +191,19 @@ class RunDir:
             # JSON integers come back as exact ints (intra-op bounds exceed 2^53)
             coord.offer_bound(Bound(rec["method"], exact_value(rec["value"]), rec["status"], rec["wall_s"],
                                     rec.get("solver", ""), rec.get("detail") or {}), prefix.rstrip(":") or "restored")
+
+
+def holds_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` already holds a run (its config or checkpoint)."""
+    return any((Path(run_dir) / f).exists() for f in ("config.json", "checkpoint.json"))
+
+
+def run_config(problem_name: str, problem_path: str, params: dict[str, Any], seed: int, target_gap: float,
+               time_limit_s: float, address: str | None = None, cpus_per_worker: float = 1.0) -> dict[str, Any]:
+    """The run's ``config.json`` (a resumed run must match its problem, digest and params)."""
+    return {"problem": problem_name, "problem_path": str(problem_path), "problem_digest": file_digest(problem_path),
+            "params": params, "seed": seed, "target_gap": target_gap, "time_limit_s": time_limit_s,
+            "address": address, "cpus_per_worker": cpus_per_worker}
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
