@@ -75,7 +75,7 @@ def test_costs_come_from_the_evaluator_not_from_the_searches(monkeypatch, tmp_pa
     assert ev.feasible and r["cost"] == ev.cost
     # every logged improvement is the evaluator's cost of a reported solution, not the search's claim
     uppers = [e for e in read_events(tmp_path / "run") if e["kind"] == "upper"]
-    assert uppers and all(e["worker"].startswith("search-0") for e in uppers)
+    assert uppers and all(e["worker"].startswith("search-") for e in uppers)  # any island (one per free CPU)
     assert min(e["value"] for e in uppers) == r["cost"]
 
 
