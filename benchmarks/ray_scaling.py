@@ -169,9 +169,9 @@ def latency(a: argparse.Namespace) -> None:
                     if r.returncode != 0 or how is None:
                         how = f"error {r.returncode}: {r.stderr.strip().splitlines()[-1:] }"
                     walls[name].append(wall if how == "optimal" else float("inf"))
-                    print(f"{g:<14} k={k:<3} {name:<8} {wall:6.1f}s  {how}", flush=True)
+                    print(f"{g:<14} k={k:<3} {name:<8} {wall:6.2f}s  {how}", flush=True)
             print(f"# {g} k={k}: median wall time to a proven optimum over {a.reps} runs: "
-                  + ", ".join(f"{name} {statistics.median(w):.1f} s" for name, w in walls.items()), flush=True)
+                  + ", ".join(f"{name} {statistics.median(w):.2f} s" for name, w in walls.items()), flush=True)
 
 
 def main() -> None:
