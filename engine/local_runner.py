@@ -26,6 +26,8 @@ from gapstop.engine.workers import JobContext, run_island
 JOB_POLL_S = 0.05
 #: longest wait for the worker threads when the run ends (they stop within a step)
 JOIN_S = 30.0
+#: longest wait of the islands' set-up for a head-start job to be ready (see :class:`ThreadBackend`)
+SETUP_WAIT_S = 1.0
 
 
 class _QueuedReports:
@@ -67,8 +69,37 @@ class _QueuedReports:
         self.thread.join(timeout=JOIN_S)
 
 
+class _FirstReport:
+    """``reports`` that sets ``event`` at a job's first report (bound or solution): a job that
+    never says :meth:`~engine.workers.JobContext.ready` is under way then."""
+
+    def __init__(self, reports: Any, event: threading.Event) -> None:
+        self.reports, self.event = reports, event
+
+    def report_bound(self, bound: Any, worker: str) -> None:
+        self.event.set()
+        self.reports.report_bound(bound, worker)
+
+    def report_solution(self, solution: Any, source: str) -> None:
+        self.event.set()
+        self.reports.report_solution(solution, source)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reports, name)
+
+
 class ThreadBackend:
-    """Workers as daemon threads of this process (see :class:`engine.solve_loop.Backend`)."""
+    """Workers as daemon threads of this process (see :class:`engine.solve_loop.Backend`).
+
+    All of them share one interpreter lock. A head-start job's set-up (OR-Tools' import
+    and the model's construction: Python, 0.25-0.5 s) is the critical path of a run its
+    MIP proves within seconds, and an island's set-up (numba's import, its seeded orders,
+    the evaluator's kernels: about 0.5 s, Python too) would take turns with it. So while a
+    job with a head start is setting up, the islands wait before theirs: until it says
+    :meth:`~engine.workers.JobContext.ready` (its solver starts: the island then sets up
+    while the solver presolves, mostly on one core), reports, or ends, at most
+    :data:`SETUP_WAIT_S`. On Ray they are processes of their own and start at once.
+    """
 
     def __init__(self, adapter: Any, problem: Any, params: dict[str, Any], session: Session, seed: int,
                  n_search: int, threads_per_job: int) -> None:
@@ -78,6 +109,8 @@ class ThreadBackend:
         self.done: queue.SimpleQueue[tuple[int, str | None]] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         self.reports = _QueuedReports(session)
+        self.job_under_way = threading.Event()  # cleared while a head-start job sets up
+        self.job_under_way.set()
 
     def _spawn(self, body: Callable[[], Any], name: str) -> int:
         handle = len(self.threads)
@@ -98,24 +131,34 @@ class ThreadBackend:
     def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> int:
         def body() -> None:
             self.session.hello(name, "local")
+            self.job_under_way.wait(SETUP_WAIT_S)
+            if self.quit.is_set():
+                return
             search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.n_search},
                                               self.seed, index)
             run_island(search, self.session, name, self.adapter.to_solution, self.quit.is_set, EPOCH_S,
-                       first_epoch_s=first_epoch_s)
+                       first_epoch_s=first_epoch_s, pause=self.quit.wait)
 
         return self._spawn(body, name)
 
     def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> int:
         worker = f"bound-{slot}"
         deadline = time.monotonic() + budget_s
+        gate = spec.get("head_start_s", 0.0) > 0  # the islands' set-up waits for this job's
+        if gate:
+            self.job_under_way.clear()
+        reports = _FirstReport(self.reports, self.job_under_way) if gate else self.reports
 
         def body() -> None:
             self.session.hello(worker, "local")
-            ctx = JobContext(self.reports, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S)
+            ctx = JobContext(reports, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S,
+                             on_ready=self.job_under_way.set if gate else None)
             try:
                 self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed,
                                            num_workers=self.threads_per_job)
             finally:
+                if gate:
+                    self.job_under_way.set()
                 self.reports.flush()  # its last bound counts before the next job is planned
 
         return self._spawn(body, worker)
@@ -133,6 +176,7 @@ class ThreadBackend:
     def stop(self) -> None:
         """Stop every worker and wait for it (a step or a solver's stop check)."""
         self.quit.set()
+        self.job_under_way.set()
         for t in self.threads:
             t.join(timeout=JOIN_S)
         self.reports.close()

@@ -38,7 +38,8 @@ def never() -> bool:
 
 def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any], Any],
                quit: Callable[[], bool] = never, epoch_s: float = 0.5, migrate_every: int = 4,
-               migrate_n: int = 3, first_epoch_s: float | None = None) -> int:
+               migrate_n: int = 3, first_epoch_s: float | None = None,
+               pause: Callable[[float], Any] = time.sleep) -> int:
     """Run ``search`` in epochs of ``epoch_s`` seconds until the session says stop (or ``quit()``).
 
     After each epoch its best new solution (``to_solution`` of what it found) and its
@@ -46,7 +47,8 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
     with the other islands and takes the run's incumbent. While the session holds the
     search workers (a bound job's head start) it waits between epochs: its first epoch
     still runs (``first_epoch_s`` long, default ``epoch_s``), so seeded and early solutions
-    are reported at once. Returns evaluations made.
+    are reported at once. ``pause(s)``: how it waits while held (e.g. an event's ``wait``,
+    so that a stop wakes it at once). Returns evaluations made.
     """
     total = 0
     epoch = 0
@@ -71,7 +73,7 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
                     search.accept_incumbent(cost, sol)
         st = session.poll()
         while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
-            time.sleep(HOLD_POLL_S)
+            pause(HOLD_POLL_S)
             st = session.poll()
         if st["stop"] is not None or quit():
             return total
@@ -84,11 +86,13 @@ class JobContext:
     ``quit()``, or, for a member of a case split (e.g. LB_j), once this job's own bound
     reaches the incumbent: that case cannot hold a better solution, and its current
     value keeps the group's minimum valid. The session is asked at most every ``poll_s``.
+    ``on_ready``: called by :meth:`ready` (the in-process runner lets the islands set up then).
     """
 
     def __init__(self, session: Any, name: str, deadline: float, quit: Callable[[], bool] = never,
-                 poll_s: float = 0.25) -> None:
+                 poll_s: float = 0.25, on_ready: Callable[[], None] | None = None) -> None:
         self.session, self.name, self.deadline, self.quit, self.poll_s = session, name, deadline, quit, poll_s
+        self.on_ready = on_ready
         self._last_poll = -math.inf
         self._stop = False
         self._ub: float | None = None
@@ -113,6 +117,12 @@ class JobContext:
 
     def time_left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
+
+    def ready(self) -> None:
+        """Say that the job's set-up (imports, model building: Python) is done and that it now
+        runs mostly in native code that releases the interpreter lock (a solver)."""
+        if self.on_ready is not None:
+            self.on_ready()
 
     def bound(self, b: Bound) -> None:
         if b.detail and "group" in b.detail:

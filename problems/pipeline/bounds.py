@@ -254,7 +254,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                 num_workers: int = 1, random_seed: int = 0,
                 should_stop: Callable[[], bool] | None = None,
                 cp_params: dict[str, Any] | None = None, floor: float | None = None,
-                constraints: Any = None) -> Bound:
+                constraints: Any = None, on_solving: Callable[[], None] | None = None) -> Bound:
     """The exact MIP with k blocks (Fig. 3): a lower bound, and partitions on the way.
 
     Without a memory limit its optimum is OPT (up to the conservative rounding);
@@ -266,6 +266,7 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         on_event: called from solver threads with :class:`SolveEvent` on every new
             incumbent and every improvement of the proven bound; keep it cheap.
         should_stop: polled every 0.1 s; True stops the solve early (the bound stays valid).
+        on_solving: called once the model is built, just before CP-SAT starts.
         cp_params: CP-SAT parameter overrides by name (e.g. ``{"cp_model_presolve": False}``,
             which helps large models under short limits).
         floor: a proven lower bound on OPT from elsewhere (e.g. ``spectral``); the
@@ -305,6 +306,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     if on_event is not None:
         report = on_event
         on_bound = lambda value: report(SolveEvent("bound", value, wall_s=time.perf_counter() - t0))  # noqa: E731
+    if on_solving is not None:
+        on_solving()
     status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
                                      random_seed=random_seed, callback=cb, on_bound=on_bound,
                                      should_stop=should_stop, cp_params=cp_params)

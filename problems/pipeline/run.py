@@ -48,17 +48,20 @@ class PipelineEvaluator:
     """
 
     def __init__(self, problem: PipelineProblem, k: int, constraints: Constraints | None = None) -> None:
-        from gapstop.problems.pipeline.decoder import SliceDecoder
-
         self.problem = problem
         self.k = k
         self.constraints = constraints if constraints is not None and constraints.any else None
-        self.decoder = SliceDecoder(problem, k)
+        # built at the first solution: its numba import (0.2 s) would otherwise delay the
+        # session's start, and with it the exact MIP's head start
+        self.decoder: Any = None
 
     def __call__(self, solution: Any) -> tuple[float, dict[str, Any]]:
         from gapstop.problems.pipeline.constraints import ConstraintViolation
+        from gapstop.problems.pipeline.decoder import SliceDecoder
         from gapstop.problems.pipeline.evaluate import evaluate
 
+        if self.decoder is None:
+            self.decoder = SliceDecoder(self.problem, self.k)
         cons = self.constraints
         ev = evaluate(self.problem, solution["blocks"], solution.get("order"), k=self.k, constraints=cons)
         resplit = self.decoder.slice(ev.order)
@@ -215,8 +218,9 @@ def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: 
 def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, seed: int = 0,
                   num_workers: int = 1, constraints: Constraints | None = None) -> None:
     """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,
-    ``time_left``, ``should_stop``). Every bound of the unconstrained problem bounds the
-    constrained one; only the exact MIP adds ``constraints`` (the linear ones)."""
+    ``time_left``, ``should_stop``, ``ready``: see :class:`engine.workers.JobContext`). Every
+    bound of the unconstrained problem bounds the constrained one; only the exact MIP adds
+    ``constraints`` (the linear ones)."""
     from gapstop.problems.pipeline import bounds
 
     budget = job_budget(ctx)
@@ -288,7 +292,7 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
     if constraints is not None and constraints.any:
         common["constraints"] = constraints
     stop = common.pop("should_stop")
-    b = bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event,
+    b = bounds.exact_bound(problem, k, budget, hint=hint, on_event=on_event, on_solving=ctx.ready,
                            should_stop=lambda: stop() or to_lns(), **common)
     if b.status == "optimal":
         proven.set()

@@ -36,14 +36,17 @@ class _Countdown:
 
 class ToyAdapter:
     """A problem that is a dict ``{"start", "floor", "bound", "job_s", ...}``: the searches count
-    down from ``start`` to ``floor`` (the optimum), the dedicated job reports ``bound`` after
-    ``job_s`` seconds and then waits for the stop."""
+    down from ``start`` to ``floor`` (the optimum), the dedicated job says it is ready after
+    ``ready_after_s`` (default 0; None: never), reports ``bound`` ``job_s`` seconds later and
+    then waits for the stop."""
 
     name = "toy"
 
     def __init__(self, extend: Any = None) -> None:
         self.extend = extend
         self.asked: list[float] = []
+        self.ready_at: list[float] = []
+        self.searches_made: list[float] = []
         if extend is not None:
             self.extend_head_start = self._extend
 
@@ -61,6 +64,7 @@ class ToyAdapter:
         return integral(lambda sol: (int(sol), int(sol)))
 
     def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
+        self.searches_made.append(time.monotonic())
         return _Countdown(problem["start"], problem["floor"], problem.get("fail") and index == 0)
 
     def to_solution(self, found: Any) -> Any:
@@ -80,6 +84,11 @@ class ToyAdapter:
         if spec["kind"] == "quick":
             ctx.bound(Bound("quick", problem["floor"] - 5, "bound-only", 0.0, "toy"))
             return
+        t_ready = problem.get("ready_after_s", 0.0)  # its set-up; None: never says so
+        if t_ready is not None:
+            time.sleep(t_ready)
+            self.ready_at.append(time.monotonic())
+            ctx.ready()
         t_end = time.monotonic() + problem["job_s"]
         while time.monotonic() < t_end and not ctx.should_stop():
             time.sleep(0.01)
@@ -126,6 +135,29 @@ def test_islands_wait_after_their_first_epoch_during_the_head_start(tmp_path: Pa
     early = [v for t, v in uppers if t < 0.9]
     assert early and min(early) >= 100 - 26  # one epoch (0.5 s of 20 ms steps), not 0.9 s of them
     assert any(t > 1.0 for t, _ in uppers)  # and the island goes on after it
+
+
+def test_in_process_islands_set_up_once_the_head_start_job_is_ready(tmp_path: Path) -> None:
+    adapter = ToyAdapter()
+    doc = _run(tmp_path, {"start": 100, "floor": 10, "bound": 10, "job_s": 0.3, "ready_after_s": 0.4}, adapter,
+               time_limit_s=20, workers=3, head_start_s=1.0)
+    assert doc["stopped_because"] == "optimal"
+    assert len(adapter.searches_made) == 2 and len(adapter.ready_at) == 1
+    assert min(adapter.searches_made) >= adapter.ready_at[0]
+
+
+def test_a_head_start_job_that_never_says_ready_holds_the_islands_set_up_briefly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapstop.engine import local_runner
+
+    monkeypatch.setattr(local_runner, "SETUP_WAIT_S", 0.3)
+    adapter = ToyAdapter()
+    t0 = time.monotonic()
+    doc = _run(tmp_path, {"start": 100, "floor": 10, "bound": 10, "job_s": 1.5, "ready_after_s": None}, adapter,
+               time_limit_s=20, workers=2, head_start_s=1.0)
+    assert doc["stopped_because"] == "optimal" and not adapter.ready_at
+    assert 0.25 <= adapter.searches_made[0] - t0 < 1.0
+    assert any(t < 1.0 for t, kind, _ in _times(tmp_path / "run") if kind == "upper")
 
 
 @pytest.mark.parametrize("verdict", [True, False])

@@ -96,6 +96,9 @@ class _Recorder:
     def incumbent(self) -> tuple[None, None]:
         return None, None
 
+    def ready(self) -> None:
+        pass
+
 
 @pytest.mark.mip
 def test_guess_group_minimum_from_real_jobs_in_any_order() -> None:

@@ -144,6 +144,9 @@ class _FakeCtx:
     def bound(self, b: Any) -> None:
         self.bounds.append(b)
 
+    def ready(self) -> None:
+        pass
+
 
 def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> None:
     from gapstop.problems.pipeline.run import _lns_loop

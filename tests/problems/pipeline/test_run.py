@@ -36,6 +36,9 @@ class _Ctx:
     def should_stop(self) -> bool:
         return False
 
+    def ready(self) -> None:
+        pass
+
 
 @pytest.mark.mip
 def test_exact_job_ends_when_its_mip_proves_optimality() -> None:
