@@ -201,6 +201,16 @@ def _step_direction(problem: IntraopProblem, dual: CoreDual, steps: NDArray[np.i
     return interval_sum(per_node, problem.start, problem.end, problem.horizon)[steps] - float(M)
 
 
+#: The first multiplier step runs TRW-S from zero messages until this many certificates in a row
+#: bring no rise (as the ``unconstrained`` bound does), not ``inner_iterations`` passes: steps
+#: taken from unsettled messages never caught up. On G's graph with 30 % more edges
+#: (``benchmarks/intraop_contest.py``'s G-resample0.3) the search ended at 60.7e6 from a
+#: 3-pass start and 65.2e6 from a settled one, and the unconstrained bound alone is 64.0e6.
+SETTLE_PATIENCE = 5
+#: ... for at most this share of the Lagrangian's time (its search for multipliers)
+SETTLE_SHARE = 0.1
+
+
 class MultiplierSearch:
     """Projected subgradient search for the usage limit's Lagrangian multipliers, resumable.
 
@@ -225,7 +235,7 @@ class MultiplierSearch:
                  initial_multipliers: Mapping[int, float] | NDArray[np.float64] | None = None,
                  upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
                  patience: int = 8, exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
-                 on_improvement: Callable[[int], None] | None = None) -> None:
+                 on_improvement: Callable[[int], None] | None = None, settle_s: float = 0.0) -> None:
         if direction not in ("labelling", "dual"):
             raise ValueError(f"unknown direction {direction!r}; choose 'labelling' or 'dual'")
         self.problem = problem
@@ -234,7 +244,7 @@ class MultiplierSearch:
         self.dual = CoreDual(self.prep, exact_table_limit=exact_table_limit)
         self.steps = binding_steps(self.prep, self.unary)
         self.active = problem.usage_limit is not None and len(self.steps) > 0
-        self.upper_bound, self.direction = upper_bound, direction
+        self.upper_bound, self.direction, self.settle_s = upper_bound, direction, settle_s
         self.inner_iterations, self.patience = inner_iterations, patience
         self.on_improvement = on_improvement
         self.lo = np.searchsorted(self.steps, problem.start)
@@ -259,8 +269,12 @@ class MultiplierSearch:
             self.iterations += 1
             w, lam_sum = _steps_weights(steps, self.lam, self.lo, self.hi)
             BK.penalty_unary(self.unary, problem.node_usage, problem.node_ptr, w, self.theta)
-            inner, self.exact_inner = dual.bound(self.theta, iterations=self.inner_iterations, deadline=deadline,
-                                                 label=True, certify_every=self.inner_iterations)
+            if self.iterations == 1 and self.settle_s > 0:  # settle the messages at the starting multipliers
+                inner, self.exact_inner = dual.bound(self.theta, iterations=10**9, label=True, patience=SETTLE_PATIENCE,
+                                                     deadline=min(deadline, time.perf_counter() + self.settle_s))
+            else:
+                inner, self.exact_inner = dual.bound(self.theta, iterations=self.inner_iterations, deadline=deadline,
+                                                     label=True, certify_every=self.inner_iterations)
             if inner == math.inf:
                 self.status = "infeasible"
                 return
@@ -303,7 +317,7 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
                 upper_bound: float | Callable[[], float | None] | None = None, inner_iterations: int = 3,
                 patience: int = 8, max_iterations: int = 10**9, on_improvement: Callable[[int], None] | None = None,
                 exact_table_limit: int = EXACT_TABLE_LIMIT, direction: str = "labelling",
-                cycle_share: float = 0.25, price_reserve: float = 0.0,
+                cycle_share: float = 0.25, price_reserve: float = 0.0, settle_share: float = SETTLE_SHARE,
                 on_prices: Callable[[NDArray[np.float64]], None] | None = None) -> Bound:
     if not 0.0 <= cycle_share < 1.0:
         raise ValueError(f"cycle_share must be in [0, 1), got {cycle_share}")
@@ -312,7 +326,8 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
     end = t0 + time_limit_s
     ms = MultiplierSearch(problem, initial_multipliers=initial_multipliers, upper_bound=upper_bound,
                           inner_iterations=inner_iterations, patience=patience, exact_table_limit=exact_table_limit,
-                          direction=direction, on_improvement=on_improvement)
+                          direction=direction, on_improvement=on_improvement,
+                          settle_s=settle_share * (1.0 - price_reserve) * time_limit_s)
     dual = ms.dual
     detail: dict[str, Any] = {"pruned_strategies": ms.pruned, "binding_steps": len(ms.steps)}
     if not ms.active:

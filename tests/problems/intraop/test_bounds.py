@@ -205,6 +205,21 @@ def test_lagrangian_multipliers_improve_on_a_binding_limit():
     assert 8 <= b.value <= 10
 
 
+def test_lagrangian_starts_from_settled_messages():
+    """On dense cores, multiplier steps taken from 3-pass messages could end below the
+    unconstrained bound (the Lagrangian at multipliers 0); settled first, they do not."""
+    from gapstop.problems.intraop.generators import random_instance
+
+    below_unsettled = 0
+    for seed in (1, 2, 16, 23, 37, 46):
+        p = random_instance(40, seed, max_k=6, edge_p=0.15, limit_quantile=0.5)
+        kw = {"exact_table_limit": 0, "max_iterations": 30, "cycle_share": 0.0}  # TRW-S; ends by iterations
+        free = lower_bound(p, "unconstrained", 30.0, exact_table_limit=0).value
+        assert lower_bound(p, "lagrangian", 30.0, **kw).value >= free, seed
+        below_unsettled += lower_bound(p, "lagrangian", 30.0, settle_share=0.0, **kw).value < free
+    assert below_unsettled >= 3
+
+
 def test_unknown_method():
     with pytest.raises(ValueError, match="unknown bound method"):
         lower_bound(make_instance(1), "nope", 1.0)
@@ -292,7 +307,7 @@ def test_lagrangian_hands_the_best_multipliers_prices_to_the_caller():
         got: list[np.ndarray] = []
         b = lower_bound(p, "lagrangian", 30.0, max_iterations=15, cycle_share=0.0, price_reserve=0.5,
                         on_prices=got.append)
-        ms = MultiplierSearch(p)  # the same search, run alone: same steps, same best multipliers
+        ms = MultiplierSearch(p, settle_s=0.1 * 0.5 * 30.0)  # the same search, run alone: same steps and multipliers
         ms.run(time.perf_counter() + 30.0, 15)
         w = ms.weights()
         if w is None:
