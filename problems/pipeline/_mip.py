@@ -325,9 +325,6 @@ def build_partition_model(
 #: it the model leaves it out (a relaxation: its bound stays valid, its partitions may be
 #: rejected by the evaluator)
 TRIANGLE_MAX_TERMS = 200_000
-#: Skip-edge rows (:func:`problems.pipeline.constraints.skip_sandwiches`) times blocks above
-#: which they are left out of the models
-SANDWICH_MAX_TERMS = 400_000
 
 
 def add_mcm_constraints(model: cp_model.CpModel, problem: PipelineProblem, y: list[list[Lit]], nb: int, *,
@@ -336,10 +333,7 @@ def add_mcm_constraints(model: cp_model.CpModel, problem: PipelineProblem, y: li
 
     * ``nonempty``: every block holds a node (no skipped chip; the ring order is the DAG
       constraint (8) the model has anyway);
-    * ``no_triangle``: every node ``w`` on another path of an edge ``u -> v`` shares a block
-      with u or v (``x_wb <= x_ub + x_vb``, up to :data:`SANDWICH_MAX_TERMS`: implied by what
-      follows, and kept also where the rest is left out, so a proof of infeasibility still holds);
-      ``D[a,b] >= x_ua + x_vb - 1`` for every edge (u, v) and a < b (a chip
+    * ``no_triangle``: ``D[a,b] >= x_ua + x_vb - 1`` for every edge (u, v) and a < b (a chip
       edge), reachability ``R >= D``, ``R[a,c] >= R[a,b] + R[b,c] - 1``, and
       ``D[a,c] + R[a,b] + R[b,c] <= 2`` for a < b < c (no direct edge next to a longer
       path). D and R are only bounded below, so they can take their true values: the
@@ -356,13 +350,6 @@ def add_mcm_constraints(model: cp_model.CpModel, problem: PipelineProblem, y: li
             _ge(model, sum(x(v, b) for v in range(n)), 1)
     if not no_triangle or nb < 3:
         return no_triangle
-    from gapstop.problems.pipeline.constraints import skip_sandwiches
-
-    sand = skip_sandwiches(problem)
-    if 0 < len(sand) * nb <= SANDWICH_MAX_TERMS:  # implied by the rest; stated, they prune (and prove) sooner
-        for u, v, w in sand.tolist():
-            for b in range(1, nb + 1):
-                model.add(x(w, b) <= x(u, b) + x(v, b))
     if problem.m * nb * (nb - 1) // 2 > TRIANGLE_MAX_TERMS:
         return False
     d = {(a, b): model.new_bool_var(f"D{a}_{b}") for a in range(1, nb + 1) for b in range(a + 1, nb + 1)}

@@ -28,14 +28,6 @@ Propagation after every decision (all sound: no value of any valid completion is
   Without ``tri_prop`` the triangle is only forward-checked on the chip graph
   of the assigned nodes (violations through undecided nodes surface late, and
   chronological backtracking undoes decisions one by one);
-* skip edges (with ``tri_prop`` and the triples of :func:`problems.pipeline.constraints.skip_sandwiches`):
-  for an edge ``u -> v`` and a node ``w`` on another path from u to v, ``chip(w)`` is
-  ``chip(u)`` or ``chip(v)`` (a chip strictly between would make the direct chip edge
-  parallel to a path of two or more). So once ``w``'s interval misses ``u``'s, w and v
-  share a chip (``lo(w) >= lo(v)``, ``hi(v) <= hi(w)``), and once it misses ``v``'s, w and u
-  do. Checked for the triples of every node whose bounds moved (the trail is the work list);
-  on a transformer's attention mask, which feeds every layer, this pins all layers to two
-  chips as soon as the first consumer leaves the mask's chip;
 * memory: ``param(chip) + max size_out(chip) <= M`` (a necessary condition; the exact
   peak needs the schedule and is checked afterwards).
 
@@ -66,20 +58,6 @@ def _set(v, nlo, nhi, lo, hi, box, t_node, t_lo, t_hi, tp):
     hi[v] = nhi
     box[nlo, nhi] += 1
     return tp + 1
-
-
-@njit(cache=True, nogil=True)
-def _narrow(v, nlo, nhi, lo, hi, box, t_node, t_lo, t_hi, tp, queue, qt, inq):
-    """Set v's interval to [nlo, nhi] (on the trail) if it changes, and queue v once for
-    bounds consistency. Returns (qt, tp)."""
-    if nlo == lo[v] and nhi == hi[v]:
-        return qt, tp
-    tp = _set(v, nlo, nhi, lo, hi, box, t_node, t_lo, t_hi, tp)
-    if not inq[v]:
-        inq[v] = True
-        queue[qt % (lo.shape[0] + 1)] = v
-        qt += 1
-    return qt, tp
 
 
 @njit(cache=True, nogil=True)
@@ -132,6 +110,7 @@ def _push(x, up, ptr, adj, queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp):
     """Tighten ``x``'s neighbours ``adj[ptr[x]:ptr[x+1]]``: with ``up`` (successors) raise their
     ``lo`` to ``lo(x)``, else (predecessors) lower their ``hi`` to ``hi(x)``; queue each changed
     one. Returns (ok, qt, tp); ok is False when a neighbour's interval empties (it stops there)."""
+    n = lo.shape[0]
     for e in range(ptr[x], ptr[x + 1]):
         w = adj[e]
         nlo = lo[x] if up and lo[x] > lo[w] else lo[w]
@@ -140,12 +119,10 @@ def _push(x, up, ptr, adj, queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp):
             continue
         if nlo > nhi:
             return False, qt, tp
-        # inlined, not :func:`_narrow`: this is the innermost loop, and the call made
-        # every SAMPLE/FIX call 4-10x slower (residual chains, n = 200-1,000)
         tp = _set(w, nlo, nhi, lo, hi, box, t_node, t_lo, t_hi, tp)
         if not inq[w]:
             inq[w] = True
-            queue[qt % (lo.shape[0] + 1)] = w
+            queue[qt % (n + 1)] = w
             qt += 1
     return True, qt, tp
 
@@ -306,7 +283,12 @@ def _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, a
                 for i in range(qt):
                     inq[queue[i]] = False
                 return False, tp
-            qt, tp = _narrow(v, l, h, lo, hi, box, t_node, t_lo, t_hi, tp, queue, qt, inq)
+            if l != lo[v] or h != hi[v]:
+                tp = _set(v, l, h, lo, hi, box, t_node, t_lo, t_hi, tp)
+                if not inq[v]:
+                    inq[v] = True
+                    queue[qt % (n + 1)] = v
+                    qt += 1
         if qt:
             changed = True
             ok, tp = _bounds(queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred)
@@ -316,88 +298,9 @@ def _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, a
 
 
 @njit(cache=True, nogil=True)
-def _sandwich_index(sand, n):
-    """CSR of the triples by node: ``idx[ptr[x]:ptr[x+1]]`` are the rows of ``sand`` holding x."""
-    ptr = np.zeros(n + 1, np.int64)
-    for i in range(sand.shape[0]):
-        for j in range(3):
-            ptr[sand[i, j] + 1] += 1
-    for x in range(n):
-        ptr[x + 1] += ptr[x]
-    fill = ptr[:-1].copy()
-    idx = np.empty(ptr[n], np.int64)
-    for i in range(sand.shape[0]):
-        for j in range(3):
-            x = sand[i, j]
-            idx[fill[x]] = i
-            fill[x] += 1
-    return ptr, idx
-
-
-@njit(cache=True, nogil=True)
-def _sandwich_scan(scan, tp, sand, s_ptr, s_idx, lo, hi, box, t_node, t_lo, t_hi, queue, inq,
-                   succ_ptr, succ, pred_ptr, pred, seen, epoch):
-    """The skip-edge rule (module docstring) for the triples of every node the trail records
-    from position ``scan`` on, with bounds consistency after each node's triples; the
-    changes it makes join the trail and are scanned too. ``seen[x]`` is ``epoch * 4096 + lo *
-    64 + hi`` (chips < 64) when x's triples were last checked: within one decision (``epoch``)
-    a node recorded again without a change since is skipped. Returns (ok, scan, tp)."""
-    while scan < tp:
-        x = t_node[scan]
-        scan += 1
-        if s_ptr[x] == s_ptr[x + 1]:
-            continue
-        key = epoch * 4096 + lo[x] * 64 + hi[x]
-        if seen[x] == key:
-            continue
-        seen[x] = key
-        qt = 0
-        ok = True
-        for e in range(s_ptr[x], s_ptr[x + 1]):
-            i = s_idx[e]
-            u = sand[i, 0]
-            v = sand[i, 1]
-            w = sand[i, 2]
-            if lo[w] > hi[u]:  # w is not on u's chip: it is on v's
-                if hi[w] < lo[v]:
-                    ok = False
-                    break
-                nlo = lo[v] if lo[v] > lo[w] else lo[w]
-                nhi = hi[w] if hi[w] < hi[v] else hi[v]
-                if nlo > hi[w] or lo[v] > nhi:
-                    ok = False
-                    break
-                a = w
-                b = v
-                alo, ahi, blo, bhi = nlo, hi[w], lo[v], nhi
-            elif hi[w] < lo[v]:  # w is not on v's chip: it is on u's
-                nhi = hi[u] if hi[u] < hi[w] else hi[w]
-                nlo = lo[w] if lo[w] > lo[u] else lo[u]
-                if lo[w] > nhi or nlo > hi[u]:
-                    ok = False
-                    break
-                a = w
-                b = u
-                alo, ahi, blo, bhi = lo[w], nhi, nlo, hi[u]
-            else:
-                continue
-            qt, tp = _narrow(a, alo, ahi, lo, hi, box, t_node, t_lo, t_hi, tp, queue, qt, inq)
-            qt, tp = _narrow(b, blo, bhi, lo, hi, box, t_node, t_lo, t_hi, tp, queue, qt, inq)
-        if not ok:
-            for j in range(qt):
-                inq[queue[j]] = False
-            return False, scan, tp
-        if qt:
-            ok, tp = _bounds(queue, qt, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred)
-            if not ok:
-                return False, scan, tp
-    return True, scan, tp
-
-
-@njit(cache=True, nogil=True)
 def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem_limit,
                     succ_ptr, succ, pred_ptr, pred, param, size_out, max_fails, tri_prop=True,
-                    domains=None, nearest=False, sand=None):
+                    domains=None, nearest=False):
     """Decide the nodes of ``seq`` in order, propagating and backtracking.
 
     Args:
@@ -418,9 +321,6 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
             sampled one; a node without a ``first`` value is sampled as usual.
         max_fails: backtracks (returns to an earlier decision, each undoing it) allowed
             before giving up (status 2); a value rejected by propagation is not one.
-        sand: optional int64[P, 3] rows ``(u, v, w)``: edge u -> v and a node w on another
-            path from u to v (:func:`problems.pipeline.constraints.skip_sandwiches`); with
-            ``tri_prop`` the skip-edge rule is propagated on them.
     Returns:
         (status, chips int64[n] (-1 undecided), backtracks).
     """
@@ -463,14 +363,6 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
     dsucc = np.zeros(c, np.int64)
     anc = np.zeros(c, np.int64)
     two = np.zeros(c, np.int64)
-    if sand is None:
-        sand_a = np.zeros((0, 3), np.int64)
-    else:
-        sand_a = sand
-    use_sand = prop and sand_a.shape[0] > 0
-    s_ptr, s_idx = _sandwich_index(sand_a, n)
-    seen = np.full(n, -1, np.int64)
-    attempts = 0
     if ring and not _representatives(box, avail, c):
         return INFEASIBLE, chips, 0
     fails = 0
@@ -550,11 +442,6 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
         queue[0] = u
         inq[u] = True
         ok, tp = _bounds(queue, 1, inq, lo, hi, box, t_node, t_lo, t_hi, tp, succ_ptr, succ, pred_ptr, pred)
-        scan = lv_tp[level]
-        attempts += 1
-        if ok and use_sand:
-            ok, scan, tp = _sandwich_scan(scan, tp, sand_a, s_ptr, s_idx, lo, hi, box, t_node, t_lo, t_hi, queue,
-                                          inq, succ_ptr, succ, pred_ptr, pred, seen, attempts)
         if ok:
             chips[u] = val
             psum[val] += param[u]
@@ -586,9 +473,6 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
                 ok, tp = _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, amask, bmask,
                                          dp, ds, dsucc, reach, anc, two, queue, inq, succ_ptr, succ, pred_ptr,
                                          pred)
-                if ok and use_sand:
-                    ok, scan, tp = _sandwich_scan(scan, tp, sand_a, s_ptr, s_idx, lo, hi, box, t_node, t_lo, t_hi,
-                                                  queue, inq, succ_ptr, succ, pred_ptr, pred, seen, attempts)
             if ok and ring and not _representatives(box, avail, c):
                 ok = False
         if ok:

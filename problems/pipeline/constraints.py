@@ -27,7 +27,6 @@ turns proposals into valid partitions (SAMPLE and FIX, Algorithms 1 and 2).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -213,53 +212,6 @@ def dynamic_violation(problem: PipelineProblem, cons: Constraints, ev: Evaluatio
 MAX_CHIPS = 62
 
 
-#: More skip-edge triples than this are not propagated (only pruning is lost): the kernel
-#: indexes them per node and scans a node's triples whenever its bounds move.
-MAX_SANDWICH_TRIPLES = 500_000
-
-
-def skip_sandwiches(problem: PipelineProblem, max_triples: int = MAX_SANDWICH_TRIPLES) -> NDArray[np.int64]:
-    """int64[P, 3], rows ``(u, v, w)``: an edge ``u -> v`` and a node ``w`` on another path
-    from u to v (``u ->...-> w ->...-> v``, w not u or v), sorted; empty when there are more
-    than ``max_triples``.
-
-    Under the triangle constraint ``chip(w)`` is ``chip(u)`` or ``chip(v)`` in every valid
-    partition: chips are monotone along paths, so a chip strictly between the two would
-    put a chip path of two or more edges beside the direct chip edge of ``u -> v``. The
-    constraint solver propagates this and the CP-SAT models state it
-    (:func:`problems.pipeline._mip.add_mcm_constraints`); it is necessary, not sufficient
-    (chip paths can also run through unrelated edges).
-    """
-    from gapstop.problems.pipeline import _kernels
-
-    n = problem.n
-    if problem.m == 0:
-        return np.zeros((0, 3), np.int64)
-    words = (n + 63) // 64
-    one = np.uint64(1)
-    desc = np.zeros((n, words), np.uint64)   # descendants, as bits
-    anc = np.zeros((n, words), np.uint64)    # ancestors
-    topo = _kernels.kahn_order(np.zeros(n), problem.succ_ptr, problem.succ, problem.pred_ptr)
-    for v in topo[::-1].tolist():
-        for w in problem.succ[problem.succ_ptr[v]:problem.succ_ptr[v + 1]].tolist():
-            desc[v] |= desc[w]
-            desc[v, w >> 6] |= one << np.uint64(w & 63)
-    for v in topo.tolist():
-        for u in problem.pred[problem.pred_ptr[v]:problem.pred_ptr[v + 1]].tolist():
-            anc[v] |= anc[u]
-            anc[v, u >> 6] |= one << np.uint64(u & 63)
-    rows: list[NDArray[np.int64]] = []
-    total = 0
-    for u, v in np.unique(problem.edges, axis=0).tolist():
-        between = np.flatnonzero(np.unpackbits((desc[u] & anc[v]).view(np.uint8), bitorder="little")[:n])
-        if len(between):
-            total += len(between)
-            if total > max_triples:
-                return np.zeros((0, 3), np.int64)
-            rows.append(np.column_stack([np.full(len(between), u), np.full(len(between), v), between]))
-    return np.ascontiguousarray(np.concatenate(rows).astype(np.int64)) if rows else np.zeros((0, 3), np.int64)
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What :meth:`ConstraintSolver.sample` and :meth:`ConstraintSolver.fix` return.
@@ -346,9 +298,7 @@ class ConstraintSolver:
         self._cp_cache: tuple[Any, list[list[Any]], bool] | None = None
         self._witness: NDArray[np.int64] | None = None  # the last partition CP-SAT found
         from gapstop.problems.pipeline import _propagate  # numba: compiled on first use
-        tri = self.constraints.no_triangle and self.propagate_triangle
-        self.sandwiches = skip_sandwiches(self.problem) if tri else np.zeros((0, 3), np.int64)
-        self._kernel = functools.partial(_propagate.constrained_dfs, sand=self.sandwiches)
+        self._kernel = _propagate.constrained_dfs
         p = self.problem
         mem = p.memory if (self.constraints.memory_hard and p.memory is not None) else -1
         self._args = (c, self.constraints.ring, self.constraints.no_triangle, int(mem), p.succ_ptr, p.succ,

@@ -91,14 +91,12 @@ def _static_feasible(p: PipelineProblem, cons: Constraints) -> bool:
 
 @pytest.mark.parametrize("mode", ["sample", "fix", "cp-sat"])
 def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
-    """``cp-sat``: SAMPLE with no backtracking allowed and the triangle only forward-checked, so
-    every conflict goes to the CP-SAT fallback (propagated, most conflicts never arise)."""
+    """``cp-sat``: SAMPLE with no backtracking allowed, so every conflict goes to the CP-SAT fallback."""
     rng = np.random.default_rng(3)
     verdicts = {"valid": 0, "infeasible": 0}
     for p, cons in CASES[:160]:
         static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle)
-        solver = (ConstraintSolver(p, static, max_fails=0, propagate_triangle=False) if mode == "cp-sat"
-                  else ConstraintSolver(p, static))
+        solver = ConstraintSolver(p, static, max_fails=0 if mode == "cp-sat" else None)
         feasible = _static_feasible(p, static)
         for _ in range(3):
             if mode != "fix":

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gapstop.problems.pipeline._propagate import BUDGET, FOUND, constrained_dfs
-from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, skip_sandwiches
+from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver
 from gapstop.problems.pipeline.generators import random_dag
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline.mcm_reference import all_labellings, first_violation
@@ -33,17 +33,16 @@ def _valid_monotone(p: PipelineProblem, c: int, ring: bool) -> np.ndarray:
     return np.array(out, dtype=np.int64).reshape(-1, p.n)
 
 
-def _probe(p: PipelineProblem, c: int, ring: bool, prefix: np.ndarray, values: np.ndarray, tri_prop: bool,
-           sand: np.ndarray | None = None) -> tuple[bool, np.ndarray]:
+def _probe(p: PipelineProblem, c: int, ring: bool, prefix: np.ndarray, values: np.ndarray, tri_prop: bool
+           ) -> tuple[bool, np.ndarray]:
     """Decide ``prefix`` on ``values`` in order with no backtracking allowed. Returns whether
-    every decision passed propagation as given, and the domains (int64[2, n]) afterwards.
-    ``sand``: the skip-edge triples to propagate (with ``tri_prop``)."""
+    every decision passed propagation as given, and the domains (int64[2, n]) afterwards."""
     first = np.full(p.n, -1, np.int64)
     first[prefix] = values
     dom = np.zeros((2, p.n), np.int64)
     status, chips, fails = constrained_dfs(prefix, first, np.zeros((0, c)), False, 0, c, ring, True, -1,
                                            p.succ_ptr, p.succ, p.pred_ptr, p.pred, p.size_param, p.size_out,
-                                           0, tri_prop, dom, sand=sand)
+                                           0, tri_prop, dom)
     accepted = status == FOUND and fails == 0 and bool(np.array_equal(chips[prefix], values))
     return accepted, dom
 
@@ -64,10 +63,9 @@ def test_pruning_never_removes_a_value_of_a_valid_completion() -> None:
     random monotone values (dead ends: counted, propagation must find more than the
     forward check)."""
     rng = np.random.default_rng(5)
-    checked = detected_prop = detected_fwd = dead = narrower = narrower_sand = 0
+    checked = detected_prop = detected_fwd = dead = narrower = 0
     for p, c, ring in _cases(110, 1):
         valid = _valid_monotone(p, c, ring)
-        sand = skip_sandwiches(p)
         for _ in range(4):
             order = rng.permutation(p.n).astype(np.int64)
             for k in range(1, p.n):
@@ -76,29 +74,24 @@ def test_pruning_never_removes_a_value_of_a_valid_completion() -> None:
                 trials.append(_random_monotone(p, c, rng)[prefix])
                 for values in trials:
                     agree = valid[(valid[:, prefix] == values).all(axis=1)] if len(valid) else valid
-                    ok_tri, dom_tri = _probe(p, c, ring, prefix, values, True)
-                    ok, dom = _probe(p, c, ring, prefix, values, True, sand)  # with the skip-edge rule
+                    ok, dom = _probe(p, c, ring, prefix, values, True)
                     ok_fwd, dom_fwd = _probe(p, c, ring, prefix, values, False)
                     if len(agree):
                         checked += 1
-                        assert ok and ok_tri and ok_fwd, (p.edges.tolist(), c, ring, prefix, values)
-                        for d in (dom, dom_tri):
-                            assert (d[0] <= agree.min(axis=0)).all() and (agree.max(axis=0) <= d[1]).all(), (
-                                p.edges.tolist(), c, ring, prefix.tolist(), values.tolist(), d.tolist(),
-                                agree.tolist())
-                        narrower += int((dom_tri[1] - dom_tri[0]).sum() < (dom_fwd[1] - dom_fwd[0]).sum())
-                        narrower_sand += int((dom[1] - dom[0]).sum() < (dom_tri[1] - dom_tri[0]).sum())
+                        assert ok and ok_fwd, (p.edges.tolist(), c, ring, prefix, values)
+                        assert (dom[0] <= agree.min(axis=0)).all() and (agree.max(axis=0) <= dom[1]).all(), (
+                            p.edges.tolist(), c, ring, prefix.tolist(), values.tolist(), dom.tolist(),
+                            agree.tolist())
+                        narrower += int((dom[1] - dom[0]).sum() < (dom_fwd[1] - dom_fwd[0]).sum())
                     else:
                         dead += 1
-                        detected_prop += not ok_tri
+                        detected_prop += not ok
                         detected_fwd += not ok_fwd
-                        assert ok_fwd or not ok_tri, "propagation accepted what the forward check rejects"
-                        assert ok_tri or not ok, "the skip-edge rule accepted what propagation rejects"
+                        assert ok_fwd or not ok, "propagation accepted what the forward check rejects"
     assert checked > 1500, checked
     # the propagation is not vacuous: it finds dead ends the forward check misses, and
-    # narrows domains the forward check leaves wide; the skip-edge rule narrows some further
+    # narrows domains the forward check leaves wide
     assert detected_prop > detected_fwd and narrower > 20, (dead, detected_prop, detected_fwd, narrower)
-    assert narrower_sand > 0, narrower_sand
 
 
 def _random_monotone(p: PipelineProblem, c: int, rng: np.random.Generator) -> np.ndarray:
@@ -208,51 +201,3 @@ def test_fix_repairs_a_node_to_the_nearest_chip_of_its_domain() -> None:
         assert out.valid and out.chips is not None
         assert out.chips.tolist() == [0, 1, 2, 3] + [1] * m, out.chips
         assert first_violation(p, tuple(out.chips.tolist()), 4, ring=True, triangle=True, memory=False) is None
-
-
-def test_skip_sandwiches_are_the_nodes_between_an_edges_ends_and_stay_on_their_chips() -> None:
-    """The triples against reachability by brute force (Warshall), and the rule they state,
-    ``chip(w)`` is ``chip(u)`` or ``chip(v)``, in every valid partition of tiny DAGs."""
-    held = 0
-    for p, c, ring in _cases(80, 3):
-        reach = np.zeros((p.n, p.n), bool)
-        for u, v in p.edges.tolist():
-            reach[u, v] = True
-        for m in range(p.n):
-            reach |= reach[:, m:m + 1] & reach[m:m + 1, :]
-        expect = sorted((u, v, w) for u, v in set(map(tuple, p.edges.tolist())) for w in range(p.n)
-                        if w not in (u, v) and reach[u, w] and reach[w, v])
-        sand = skip_sandwiches(p)
-        assert sorted(map(tuple, sand.tolist())) == expect
-        for labels in _valid_monotone(p, c, ring):
-            for u, v, w in expect:
-                assert labels[w] in (labels[u], labels[v]), (p.edges.tolist(), labels, (u, v, w))
-                held += 1
-    assert held > 1000, held
-
-
-def test_skip_edge_rule_pins_every_consumer_of_a_shared_input_to_two_chips() -> None:
-    """A transformer's attention mask: node 0 feeds consumers 2, 4, 6, ... of one chain
-    1 -> 2 -> 3 -> ...; once the first consumer leaves the mask's chip, every later consumer,
-    and everything between, is on the first consumer's chip."""
-    length = 12
-    n = 1 + length
-    edges = [(i, i + 1) for i in range(1, n - 1)] + [(0, i) for i in range(2, n, 2)]
-    p = PipelineProblem(name="mask", work=np.ones(n), size_param=np.zeros(n, np.int64),
-                        size_out=np.ones(n, np.int64), edges=edges, bandwidth=1.0, memory=None)
-    ok, dom = _probe(p, 6, False, np.array([0, 2]), np.array([0, 1]), True, skip_sandwiches(p))
-    assert ok and (dom[:, 2:] == 1).all(), dom.tolist()  # nodes 2..12: chip 1
-
-
-def test_skip_edge_rule_prunes_where_no_decided_node_is_adjacent() -> None:
-    """u -> w -> v and u -> v, u also feeding x: with x on chip 1 (so u <= 1) and w on chip 3,
-    w cannot share u's chip, so v shares w's: v = 3. Nothing adjacent to v is decided, so
-    the triangle propagation alone leaves v at 3..4."""
-    p = PipelineProblem(name="skip", work=np.ones(5), size_param=np.zeros(5, np.int64),
-                        size_out=np.ones(5, np.int64), edges=[(0, 1), (1, 2), (0, 2), (2, 3), (0, 4)],
-                        bandwidth=1.0, memory=None)
-    prefix, values = np.array([4, 1]), np.array([1, 3])
-    ok, dom = _probe(p, 5, False, prefix, values, True, skip_sandwiches(p))
-    ok_tri, dom_tri = _probe(p, 5, False, prefix, values, True)
-    assert ok and ok_tri
-    assert dom[:, 2].tolist() == [3, 3] and dom_tri[:, 2].tolist() == [3, 4], (dom.tolist(), dom_tri.tolist())
