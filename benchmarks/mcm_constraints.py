@@ -8,6 +8,12 @@ the constraint solver on residual-chain graphs (:func:`residual_chain`) of n = 2
 latter both forward-checked only (the solver before triangle propagation) and propagated;
 median over ``--calls`` calls, plus how the calls ended.
 
+``--speed-real``: the same per-call figures on the real-model graphs of ``--graphs`` at
+``--chips``, with ring and triangle constraints (propagated): SAMPLE (uniform), FIX of
+uniform random proposals and FIX of what BRKGA + FIX proposes (random keys' SliceGraph
+split, made into exactly C stages, fixed along its order), medians, and how many calls ended in CP-SAT's fallback (``via cp-sat``)
+instead of propagation and backtracking.
+
 default: on the real-model graphs, for each C: the share of valid partitions among
 uniform random labellings (no solver), among SAMPLE calls (uniform) and among FIX calls
 (uniform random proposals); the best exact objective after ``--samples`` candidates
@@ -20,6 +26,7 @@ MIP after ``--mip-time`` s each, two CP-SAT workers) and the certified gap of th
 Usage::
 
     python benchmarks/mcm_constraints.py --speed [--calls 20]
+    python benchmarks/mcm_constraints.py --speed-real --graphs vit_base16,bert_base --chips 4,8,16 [--calls 20]
     python benchmarks/mcm_constraints.py [--graphs resnet50,bert_base] [--chips 4,8,16,36]
         [--samples 1000,10000] [--cap 60] [--mip-time 10] [--memory-hard] [--forward-check]
 
@@ -39,11 +46,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gapstop.problems.pipeline.bounds import exact_bound, simple_bound  # noqa: E402
+from gapstop.problems.pipeline.decoder import SliceDecoder  # noqa: E402
 from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, static_violation  # noqa: E402
 from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
 from gapstop.problems.pipeline.generators import model_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph  # noqa: E402
-from gapstop.problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch  # noqa: E402
+from gapstop.problems.pipeline.mcm_search import AnnealingSearch, BrkgaFixSearch, RandomSearch, exactly  # noqa: E402
 
 REAL = ("mobilenet_v2", "resnet50", "vit_base16", "bert_base", "gpt2", "lstm_lm_unrolled")
 
@@ -93,6 +101,36 @@ def speed(calls: int) -> None:
                       f"{1e3 * np.median(tf):.2f} | {s_counts} | {dict(solver.counts)} |", flush=True)
 
 
+def speed_real(data: Path, graphs: list[str], chips: list[int], calls: int) -> None:
+    print("| graph | n | C | SAMPLE ms | FIX ms (uniform) | FIX ms (BRKGA split) | SAMPLE outcomes | FIX outcomes "
+          "(uniform) | FIX outcomes (BRKGA split) |")
+    print("|---" * 9 + "|")
+    for g in graphs:
+        p = load_graph(data / f"{g}.json.gz")
+        for c in chips:
+            solver = ConstraintSolver(p, Constraints(chips=c, ring=True, no_triangle=True))
+            decoder = SliceDecoder(p, c)
+            rng = np.random.default_rng(0)
+            row = []
+            for kind in ("sample", "fix", "fix-sliced"):
+                ts, ends = [], {}
+                for _ in range(calls):
+                    order = None
+                    if kind == "fix-sliced":  # what BRKGA + FIX hands FIX: random keys' SliceGraph split
+                        split = decoder.decode(rng.random(decoder.n_keys))
+                        y, order = exactly(split.order, split.blocks, c), split.order
+                    else:
+                        y = rng.integers(0, c, p.n)
+                    t = time.perf_counter()
+                    out = solver.sample(None, rng=rng) if kind == "sample" else solver.fix(y, order, rng=rng)
+                    ts.append(time.perf_counter() - t)
+                    key = out.status + (" via cp-sat" if out.status == "valid" and out.via != "propagation" else "")
+                    ends[key] = ends.get(key, 0) + 1
+                row.append((1e3 * float(np.median(ts)), ends))
+            print(f"| {g} | {p.n} | {c} | " + " | ".join(f"{ms:.2f}" for ms, _ in row) + " | "
+                  + " | ".join(str(ends) for _, ends in row) + " |", flush=True)
+
+
 def raw_valid_rate(p, cons: Constraints, draws: int, rng: np.random.Generator) -> float:
     """Share of uniform random labellings that meet the static constraints (and memory)."""
     ok = 0
@@ -126,6 +164,7 @@ def run_search(search, checkpoints: list[int], cap_s: float) -> tuple[list[str],
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--speed-real", action="store_true", help="per-call times on the real-model graphs")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--data", default="/work/shared/data/pipeline")
     ap.add_argument("--graphs", default=",".join(REAL))
@@ -141,6 +180,9 @@ def main() -> None:
     a = ap.parse_args()
     if a.speed:
         speed(a.calls)
+        return
+    if a.speed_real:
+        speed_real(Path(a.data), a.graphs.split(","), [int(x) for x in a.chips.split(",")], a.calls)
         return
     checkpoints = [int(x) for x in a.samples.split(",")]
     print("| graph | C | raw valid | SAMPLE valid | FIX valid | "
