@@ -101,10 +101,13 @@ def speed(calls: int) -> None:
                       f"{1e3 * np.median(tf):.2f} | {s_counts} | {dict(solver.counts)} |", flush=True)
 
 
-def speed_real(data: Path, graphs: list[str], chips: list[int], calls: int) -> None:
-    print("| graph | n | C | SAMPLE ms | FIX ms (uniform) | FIX ms (BRKGA split) | SAMPLE outcomes | FIX outcomes "
-          "(uniform) | FIX outcomes (BRKGA split) |")
-    print("|---" * 9 + "|")
+def speed_real(data: Path, graphs: list[str], chips: list[int], calls: int, sample_only: bool = False) -> None:
+    if sample_only:
+        print("| graph | n | C | SAMPLE ms | SAMPLE outcomes |")
+    else:
+        print("| graph | n | C | SAMPLE ms | FIX ms (uniform) | FIX ms (BRKGA split) | SAMPLE outcomes | FIX outcomes "
+              "(uniform) | FIX outcomes (BRKGA split) |")
+    print("|---" * (5 if sample_only else 9) + "|")
     for g in graphs:
         p = load_graph(data / f"{g}.json.gz")
         for c in chips:
@@ -112,7 +115,7 @@ def speed_real(data: Path, graphs: list[str], chips: list[int], calls: int) -> N
             decoder = SliceDecoder(p, c)
             rng = np.random.default_rng(0)
             row = []
-            for kind in ("sample", "fix", "fix-sliced"):
+            for kind in ("sample",) if sample_only else ("sample", "fix", "fix-sliced"):
                 ts, ends = [], {}
                 for _ in range(calls):
                     order = None
@@ -165,6 +168,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--speed-real", action="store_true", help="per-call times on the real-model graphs")
+    ap.add_argument("--sample-only", action="store_true", help="--speed-real: SAMPLE calls only")
+    ap.add_argument("--sample-restarts", type=int, default=None,
+                    help="SAMPLE's short attempts (ConstraintSolver.SAMPLE_RESTARTS; default: the solver's)")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--data", default="/work/shared/data/pipeline")
     ap.add_argument("--graphs", default=",".join(REAL))
@@ -181,8 +187,10 @@ def main() -> None:
     if a.speed:
         speed(a.calls)
         return
+    if a.sample_restarts is not None:
+        ConstraintSolver.SAMPLE_RESTARTS = a.sample_restarts
     if a.speed_real:
-        speed_real(Path(a.data), a.graphs.split(","), [int(x) for x in a.chips.split(",")], a.calls)
+        speed_real(Path(a.data), a.graphs.split(","), [int(x) for x in a.chips.split(",")], a.calls, a.sample_only)
         return
     checkpoints = [int(x) for x in a.samples.split(",")]
     print("| graph | C | raw valid | SAMPLE valid | FIX valid | "
