@@ -11,8 +11,9 @@ median over ``--calls`` calls, plus how the calls ended.
 ``--speed-real``: the same per-call figures on the real-model graphs of ``--graphs`` at
 ``--chips``, with ring and triangle constraints (propagated): SAMPLE (uniform), FIX of
 uniform random proposals and FIX of what BRKGA + FIX proposes (random keys' SliceGraph
-split, made into exactly C stages, fixed along its order), medians, and how many calls ended in CP-SAT's fallback (``via cp-sat``)
-instead of propagation and backtracking.
+split, made into exactly C stages, fixed along its order), medians, and how many calls
+ended in CP-SAT's fallback (``via cp-sat``) instead of propagation and backtracking;
+``--sample-only`` times SAMPLE alone, ``--sample-restarts R`` sets its short attempts.
 
 default: on the real-model graphs, for each C: the share of valid partitions among
 uniform random labellings (no solver), among SAMPLE calls (uniform) and among FIX calls
@@ -46,8 +47,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gapstop.problems.pipeline.bounds import exact_bound, simple_bound  # noqa: E402
-from gapstop.problems.pipeline.decoder import SliceDecoder  # noqa: E402
 from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver, static_violation  # noqa: E402
+from gapstop.problems.pipeline.decoder import SliceDecoder  # noqa: E402
 from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
 from gapstop.problems.pipeline.generators import model_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph  # noqa: E402
@@ -122,7 +123,7 @@ def speed_real(data: Path, graphs: list[str], chips: list[int], calls: int, samp
                     if kind == "fix-sliced":  # what BRKGA + FIX hands FIX: random keys' SliceGraph split
                         split = decoder.decode(rng.random(decoder.n_keys))
                         y, order = exactly(split.order, split.blocks, c), split.order
-                    else:
+                    else:  # drawn for SAMPLE too: the stream the BENCHMARKS.md figures came from
                         y = rng.integers(0, c, p.n)
                     t = time.perf_counter()
                     out = solver.sample(None, rng=rng) if kind == "sample" else solver.fix(y, order, rng=rng)
@@ -184,11 +185,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--forward-check", action="store_true", help="forward-check the triangle only")
     a = ap.parse_args()
+    if a.sample_restarts is not None:
+        ConstraintSolver.SAMPLE_RESTARTS = a.sample_restarts
     if a.speed:
         speed(a.calls)
         return
-    if a.sample_restarts is not None:
-        ConstraintSolver.SAMPLE_RESTARTS = a.sample_restarts
     if a.speed_real:
         speed_real(Path(a.data), a.graphs.split(","), [int(x) for x in a.chips.split(",")], a.calls, a.sample_only)
         return

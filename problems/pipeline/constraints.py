@@ -288,8 +288,8 @@ class ConstraintSolver:
     RESTARTS = 8
     #: SAMPLE's short attempts: each is an independent draw, and on graphs where most draws
     #: end deep in a dead end, more of them find more valid partitions within the same
-    #: backtracks (30 uniform calls: bert_base C = 36 26 valid against 14 with 8 attempts,
-    #: lstm_lm_unrolled C = 16 12 against 5); FIX keeps 8, its long attempt in the proposal's
+    #: backtracks (30 uniform calls: bert_base C = 36 22 valid against 17 with 8 attempts,
+    #: lstm_lm_unrolled C = 16 13 against 2); FIX keeps 8, its long attempt in the proposal's
     #: order repairs BRKGA splits more often (BENCHMARKS.md, "More short attempts for SAMPLE")
     SAMPLE_RESTARTS = 40
     counts: dict[str, int] = field(default_factory=dict)
