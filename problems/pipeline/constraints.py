@@ -225,8 +225,10 @@ class Outcome:
         objective: exact bottleneck cost of ``chips`` (canonical schedule), or None.
         violated, message: the dynamic constraint that rejected ``chips``.
         kept: FIX: how many proposed chips were kept (SAMPLE: 0).
-        via: ``"propagation"``, or ``"cp-sat"`` when the backtracking budget ran out and
-            CP-SAT found the partition (closest to the proposal within its time limit).
+        via: ``"propagation"``; ``"cp-sat"`` when the backtracking budget ran out and
+            CP-SAT found the partition (closest to the proposal within its time limit); or
+            ``"witness"`` when that partition is the last valid one seen again (CP-SAT
+            found no other in time).
         fails: backtracks (returns to an earlier decision; values rejected by propagation
             are not counted).
     """
@@ -403,10 +405,11 @@ class ConstraintSolver:
             limit = self.fallback_s if time_limit_s is None else time_limit_s
         else:
             limit = self.prove_s if time_limit_s is None else max(time_limit_s, self.prove_s)
-        chips = self._cp_solve(target, rng, limit)
+        chips, fresh = self._cp_solve(target, rng, limit)
         if chips is None:
             return self._finish(INFEASIBLE if self.proof == "infeasible" else BUDGET, target, fails, 0)
-        return self._finish(FOUND, chips, fails, int((chips == target).sum()) if count_kept else 0, via="cp-sat")
+        return self._finish(FOUND, chips, fails, int((chips == target).sum()) if count_kept else 0,
+                            via="cp-sat" if fresh else "witness")
 
     def score(self, chips: NDArray[np.int64]) -> tuple[float, tuple[str, str] | None]:
         """Exact cost of a monotone chip labelling (canonical schedule) and the first
@@ -506,10 +509,13 @@ class ConstraintSolver:
         return self._cp_cache
 
     def _cp_solve(self, target: NDArray[np.int64] | None, rng: np.random.Generator,
-                  time_limit_s: float) -> NDArray[np.int64] | None:
+                  time_limit_s: float) -> tuple[NDArray[np.int64] | None, bool]:
         """CP-SAT on :meth:`_cp`, keeping as many nodes on their ``target`` chip as it can
-        within the limit (no objective if None). Updates :attr:`proof`; returns the chips
-        found (static constraints met, if the triangle is modelled) or None."""
+        within the limit (no objective if None). Updates :attr:`proof`; returns ``(chips, True)``
+        for a partition found now that meets the static constraints (a model without the
+        triangle constraint is a relaxation: its partition is checked, and kept only if it
+        meets it), else ``(the last valid partition seen, False)``, else ``(None, False)``;
+        a partition equal to the last valid one counts as not new (False)."""
         from ortools.sat.python import cp_model
 
         model, y, modelled = self._cp()
@@ -529,16 +535,23 @@ class ConstraintSolver:
         st = solver.solve(model)
         if st == cp_model.INFEASIBLE:
             self.proof = "infeasible"
-            return None
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not modelled:
-            if self._witness is not None and modelled:
-                return self._witness.copy()  # nothing closer in time: the last valid partition
+            return None, False
+        chips = None
+        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            chips = np.array([sum(1 - int(solver.value(x)) for x in row[1:-1]) for row in y], dtype=np.int64)
+            # a model without the triangle is a relaxation: its partition may still meet it
+            if not modelled and static_violation(self.problem, self.constraints, chips) is not None:
+                chips = None
+        if chips is None:
+            if self._witness is not None:
+                return self._witness.copy(), False  # nothing closer in time: the last valid partition
             self.proof = self.proof or "unknown"
-            return None
+            return None, False
         self.proof = "feasible"
-        chips = np.array([sum(1 - int(solver.value(x)) for x in row[1:-1]) for row in y], dtype=np.int64)
+        # CP-SAT starts from the witness (its hint) and may end on it: nothing new then
+        fresh = self._witness is None or not np.array_equal(chips, self._witness)
         self._witness = chips
-        return chips
+        return chips, fresh
 
     def closest(self, target: Any, rng: np.random.Generator, time_limit_s: float | None = None) -> Outcome:
         """The valid partition CP-SAT finds closest to ``target`` (most nodes kept on their

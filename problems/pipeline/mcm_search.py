@@ -162,7 +162,7 @@ class BrkgaFixSearch(_Island):
         out = self.solver.fix(blocks, split.order, self.rng)
         self.kept += out.kept
         outs = [out]
-        if self.closest_share > 0 and out.via != "cp-sat" and out.kept < self.problem.n and \
+        if self.closest_share > 0 and out.via == "propagation" and out.kept < self.problem.n and \
                 split.value < self.best_cost and \
                 self._closest_s <= self.closest_share * (time.monotonic() - self._t0):
             t = time.monotonic()

@@ -116,6 +116,69 @@ def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
         assert verdicts.get("cp-sat", 0) >= 3, verdicts
 
 
+def test_cp_sat_without_the_triangle_in_its_model_returns_only_valid_partitions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large models leave the triangle constraint out (a relaxation): CP-SAT's partitions are
+    then checked, and one that meets it is used, never one that does not. ``closest`` is
+    the CP-SAT repair SAMPLE and FIX fall back to."""
+    from gapstop.problems.pipeline import _mip
+
+    monkeypatch.setattr(_mip, "TRIANGLE_MAX_TERMS", 0)
+    rng = np.random.default_rng(5)
+    seen: dict[tuple[bool, str], int] = {}
+    for p, cons in CASES[:160]:
+        if not cons.no_triangle or cons.chips < 3 or p.m == 0:  # (without edges the model is whole)
+            continue
+        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=True)
+        solver = ConstraintSolver(p, static)
+        feasible = _static_feasible(p, static)
+        for _ in range(3):
+            out = solver.closest(rng.integers(0, static.chips, p.n), rng)
+            assert out.status in (("valid", "unknown") if feasible else ("infeasible", "unknown")), (
+                p.edges.tolist(), static, out)
+            if out.valid:
+                assert out.chips is not None and out.via in ("cp-sat", "witness")
+                assert first_violation(p, tuple(out.chips.tolist()), static.chips, ring=static.ring,
+                                       triangle=True, memory=False) is None
+            key = (feasible, out.status + ("" if out.status != "valid" else " via " + out.via))
+            seen[key] = seen.get(key, 0) + 1
+    # partitions of the relaxed model that meet the triangle constraint are used; the others
+    # give back the last valid partition (or nothing)
+    assert seen.get((True, "valid via cp-sat"), 0) >= 50, seen
+    assert seen.get((True, "valid via witness"), 0) >= 1, seen
+
+
+def test_closest_says_when_it_gives_back_the_last_valid_partition() -> None:
+    rng = np.random.default_rng(1)
+    p = random_dag(30, 11, p=0.1)
+    solver = ConstraintSolver(p, Constraints(chips=4, ring=True, no_triangle=True))
+    first = solver.sample(None, rng=rng)
+    assert first.valid and first.via == "propagation" and first.chips is not None
+    again = solver.closest(first.chips, rng)  # the optimum keeps every chip: the same partition
+    assert again.valid and again.via == "witness" and np.array_equal(again.chips, first.chips)
+    other = solver.closest((3 - first.chips).clip(0, 3), rng)  # far from it: a new partition
+    assert other.valid and other.via == "cp-sat" and not np.array_equal(other.chips, first.chips)
+    assert first_violation(p, tuple(other.chips.tolist()), 4, ring=True, triangle=True, memory=False) is None
+
+
+def test_a_rollout_given_back_the_last_valid_partition_earns_no_reward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learned policy's reward: a FIX that ends by giving back the last valid partition
+    did not make the proposal valid, so the rollout counts as invalid."""
+    from gapstop.problems.pipeline.rl.rollout import RolloutEnv
+
+    rng = np.random.default_rng(1)
+    p = random_dag(30, 11, p=0.1)
+    cons = Constraints(chips=4, ring=True, no_triangle=True)
+    solver = ConstraintSolver(p, cons)
+    first = solver.sample(None, rng=rng)
+    env = RolloutEnv(p, cons, "fix", rng, solver=solver)
+    found = env.run(first.chips, np.full((p.n, 4), 0.25))
+    assert found.outcome.via == "propagation" and found.objective == first.objective
+    monkeypatch.setattr(solver, "fix", lambda proposal, order, rng: solver.closest(first.chips, rng))
+    given_back = env.run(first.chips, np.full((p.n, 4), 0.25))
+    assert given_back.outcome.valid and given_back.outcome.via == "witness" and given_back.objective is None
+
+
 def test_fix_keeps_a_valid_proposal_and_dynamic_failures_are_rejections() -> None:
     rng = np.random.default_rng(0)
     p = random_dag(40, 5, p=0.08)
