@@ -137,11 +137,6 @@ def speed_real(data: Path, graphs: list[str], chips: list[int], calls: int, samp
                   + " | ".join(str(ends) for _, ends in row) + " |", flush=True)
 
 
-def fresh(out) -> bool:
-    """A valid partition found by this call (not the last valid one given back)."""
-    return out.valid and out.via != "witness"
-
-
 def raw_valid_rate(p, cons: Constraints, draws: int, rng: np.random.Generator) -> float:
     """Share of uniform random labellings that meet the static constraints (and memory)."""
     ok = 0
@@ -214,8 +209,8 @@ def main() -> None:
             prop = not a.forward_check
             solver = ConstraintSolver(p, cons, propagate_triangle=prop)
             # a call that gives back the last valid partition (via "witness") found nothing new
-            s_ok = sum(fresh(solver.sample(None, rng=rng)) for _ in range(a.rate_calls)) / a.rate_calls
-            f_ok = sum(fresh(solver.fix(rng.integers(0, c, p.n), rng=rng)) for _ in range(a.rate_calls)) / a.rate_calls
+            s_ok = sum(solver.sample(None, rng=rng).fresh for _ in range(a.rate_calls)) / a.rate_calls
+            f_ok = sum(solver.fix(rng.integers(0, c, p.n), rng=rng).fresh for _ in range(a.rate_calls)) / a.rate_calls
             cells: list[str] = []
             best = math.inf
             for cls in (RandomSearch, AnnealingSearch, BrkgaFixSearch):

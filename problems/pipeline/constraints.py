@@ -246,6 +246,11 @@ class Outcome:
     def valid(self) -> bool:
         return self.status == "valid"
 
+    @property
+    def fresh(self) -> bool:
+        """Valid, and found by this call (not the last valid partition given back)."""
+        return self.valid and self.via != "witness"
+
 
 @dataclass
 class ConstraintSolver:

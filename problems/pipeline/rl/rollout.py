@@ -83,7 +83,7 @@ class RolloutEnv:
             action = out.chips if out.chips is not None else proposal
         # a call that gives back the last valid partition ("witness") did not turn this
         # proposal into one: its cost says nothing about the proposal
-        obj = out.objective if out.valid and out.via != "witness" else None
+        obj = out.objective if out.fresh else None
         return Rollout(out, np.asarray(action, np.int64), obj)
 
     def rewards(self, rollouts: list[Rollout]) -> NDArray[np.float64]:

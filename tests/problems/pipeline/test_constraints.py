@@ -177,6 +177,7 @@ def test_a_rollout_given_back_the_last_valid_partition_earns_no_reward(monkeypat
     monkeypatch.setattr(solver, "fix", lambda proposal, order, rng: solver.closest(first.chips, rng))
     given_back = env.run(first.chips, np.full((p.n, 4), 0.25))
     assert given_back.outcome.valid and given_back.outcome.via == "witness" and given_back.objective is None
+    assert found.outcome.fresh and not given_back.outcome.fresh
 
 
 def test_fix_keeps_a_valid_proposal_and_dynamic_failures_are_rejections() -> None:
