@@ -5,7 +5,8 @@ assigned to it round-robin: uniform weights 0.1, 1, 10, 100 (then 10^3 ... 10^6
 while none of its own is feasible, following the contest winner), each solver
 variant of :data:`VARIANTS`, each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch` with its own
 seed; once each has made :data:`PROBE_ITERATIONS` iterations it spends its time mostly on its best search, giving every
-fourth slice to the others in turn (a search started elsewhere can overtake).
+fourth slice to the others in turn (a search started elsewhere can overtake), and, while that search has gone
+:data:`LEADER_STALL` iterations without a new best of its own, shares the time evenly among the better half.
 Its best solution is polished by pair-table moves at most every ``polish_every_s``.
 (A search from Lagrangian usage prices runs in the Lagrangian bound job instead:
 :mod:`problems.intraop.jobs`.) Knows nothing of threads or Ray: the solve loop's island
@@ -40,6 +41,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
 #: instance C a search started at weight 10 that lowered them into a 115e9 trap (1.37 x the best
 #: known cost) took three quarters of the time, while those started at 1 reached 85e9.
 PROBE_ITERATIONS = 15
+
+#: Iterations without a new best (two of the search's restart cycles) after which the leading
+#: search no longer gets three quarters of the island's time: the better half of the searches
+#: share it evenly until the leader improves again. Without this, on instance S the leader sat at
+#: the same cost from 56 s to 217 s of a 240 s run while the others got a 28th of the time each.
+LEADER_STALL = 60
 
 
 class IntraopIsland:
@@ -97,7 +104,12 @@ class IntraopIsland:
                 continue
             ranked = sorted(self.searches, key=self._rank)
             self._turn += 1
-            s = ranked[0] if self._turn % 4 or len(ranked) == 1 else ranked[1 + (self._turn // 4) % (len(ranked) - 1)]
+            lead = ranked[0].best()
+            if lead is not None and ranked[0].iterations - lead.iteration >= LEADER_STALL:
+                top = ranked[:(len(ranked) + 1) // 2]
+                s = top[self._turn % len(top)]
+            else:
+                s = ranked[0] if self._turn % 4 or len(ranked) == 1 else ranked[1 + (self._turn // 4) % (len(ranked) - 1)]
             for f in s.step(min(self.slice_s, max(0.01, deadline - time.monotonic()))):
                 self._offer(f, on_improvement)
         if (self.best is not None and self.best.cost != self._polished_cost
