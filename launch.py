@@ -7,6 +7,16 @@ stderr and exit code 2; a run that finds nothing feasible exits with 1.
 
 from __future__ import annotations
 
+import os
+
+# One OpenBLAS thread unless the user sets otherwise, before numpy loads OpenBLAS: gapstop's
+# parallelism is its islands and bound jobs, one per core (Ray gives its workers OMP_NUM_THREADS
+# = their CPUs for the same reason), and nothing it runs wants a BLAS thread pool (the spectral
+# bound limits itself to one). OpenBLAS starts its pool when it loads, and numba's first call
+# loads SciPy's copy when SciPy is installed: 0.13 s of CPU there and 0.04 s in numpy's import,
+# taken from the exact MIP's two workers at the start of a run (BENCHMARKS.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import functools
 import json
 import math
