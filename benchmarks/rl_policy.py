@@ -11,7 +11,8 @@ best exact objective after each checkpoint in ``--samples`` of
 * ``random``: uniform + SAMPLE; ``sa``: simulated annealing; ``brkga-fix``: BRKGA + FIX
   (no MLA seeds), the islands of :mod:`problems.pipeline.mcm_search`;
 
-with the ring constraints (FIX mode for the policy), the share of valid samples, the
+with the ring constraints (FIX mode for the policy), the share of valid samples (a call that gives
+back the last valid partition, ``Outcome.fresh`` false, counts as not valid), the
 certified gap against the ``simple`` lower bound, and for the fine-tuned policy the samples
 it needs to reach the best objective that training from scratch reaches (the paper's
 Tables 2-3 ratio). Prints a table and writes ``--json``.
@@ -63,8 +64,8 @@ def trace_island(make: Callable[[], Any], checkpoints: list[int],
             while isl.evals < cp:
                 isl._iterate()
             out.append(isl.best_cost)
-    valid = sum(v for k, v in isl.solver.counts.items() if k == "valid")
-    return out, valid / max(1, sum(isl.solver.counts.values())), int(isl.evals)
+    fresh = isl.solver.counts.get("valid", 0) - isl.solver.repeats  # a partition given back again is no sample
+    return out, fresh / max(1, sum(isl.solver.counts.values())), int(isl.evals)
 
 
 def trace_policy(policy: Any, problem: Any, cons: Constraints, checkpoints: list[int], seed: int,
@@ -85,7 +86,7 @@ def trace_policy(policy: Any, problem: Any, cons: Constraints, checkpoints: list
     for cp in checkpoints[:1] if end is not None else checkpoints:
         while more(cp):
             batch = trainer.collect(task)
-            valid += sum(r.outcome.valid for r in batch.rollouts)
+            valid += sum(r.outcome.fresh for r in batch.rollouts)
             total += len(batch.rollouts)
             per_batch.append(task.best_cost)
             if learn and more(cp):

@@ -283,6 +283,8 @@ class ConstraintSolver:
     Attributes:
         counts: calls per outcome (``"valid"``, ``"infeasible"``, ``"unknown"``,
             ``"rejected:<constraint>"``).
+        repeats: the ``"valid"`` calls that gave back the last valid partition
+            (``via == "witness"``: not :attr:`Outcome.fresh`).
     """
 
     problem: PipelineProblem
@@ -300,6 +302,7 @@ class ConstraintSolver:
     #: order repairs BRKGA splits more often (BENCHMARKS.md, "More short attempts for SAMPLE")
     SAMPLE_RESTARTS = 40
     counts: dict[str, int] = field(default_factory=dict)
+    repeats: int = 0
 
     def __post_init__(self) -> None:
         c = self.constraints.chips
@@ -592,4 +595,5 @@ class ConstraintSolver:
             out = Outcome("infeasible" if status == INFEASIBLE else "unknown", None, kept=kept, fails=fails)
         key = out.status if out.violated is None else f"rejected:{out.violated}"
         self.counts[key] = self.counts.get(key, 0) + 1
+        self.repeats += out.valid and not out.fresh
         return out

@@ -158,6 +158,7 @@ def test_closest_says_when_it_gives_back_the_last_valid_partition() -> None:
     assert again.valid and again.via == "witness" and np.array_equal(again.chips, first.chips)
     other = solver.closest((3 - first.chips).clip(0, 3), rng)  # far from it: a new partition
     assert other.valid and other.via == "cp-sat" and not np.array_equal(other.chips, first.chips)
+    assert solver.counts["valid"] == 3 and solver.repeats == 1  # only `again` gave one back
     assert first_violation(p, tuple(other.chips.tolist()), 4, ring=True, triangle=True, memory=False) is None
 
 
