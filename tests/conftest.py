@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
+
+# The Ctrl-C tests press Ctrl-C as a terminal does. A shell that starts the test run in the
+# background without job control ignores SIGINT for it, and every process the tests start
+# would inherit that: take Python's own handler back, as a run from a terminal has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
