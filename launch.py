@@ -20,7 +20,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import functools
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
