@@ -76,7 +76,8 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
         a status string, and the detail dict (scale power, model size, solution and
         its exact cost when one was found).
     """
-    from ortools.sat.python import cp_model
+    from gapstop.engine import cpsat
+    cp_model = cpsat.load()
 
     t0 = time.perf_counter()
     problem, net = prep.problem, prep.net

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from ortools.sat.python import cp_model
-
+from gapstop.engine import cpsat
 from gapstop.problems.pipeline.closed_form import nudge_down, working_set_bytes
 from gapstop.problems.pipeline.model import PipelineProblem
+
+cp_model = cpsat.load()  # without pandas (see engine.cpsat)
 
 #: Integer scale target: the largest possible block cost maps to about this many units.
 SCALE_TARGET = 2 ** 30

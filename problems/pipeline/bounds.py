@@ -38,13 +38,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from ortools.sat.python import cp_model
-
+from gapstop.engine import cpsat
 from gapstop.engine.records import Bound
 from gapstop.problems.pipeline import _mip
 from gapstop.problems.pipeline.closed_form import check_k, lemma33_work, simple_bound, simple_parts
 from gapstop.problems.pipeline.model import PipelineProblem
 from gapstop.problems.pipeline.spectral import SPECTRAL_MAX_N, spectral_bound_value
+
+cp_model = cpsat.load()  # without pandas (see engine.cpsat)
 
 __all__ = [
     "BOTTLENECK_VARIANTS",

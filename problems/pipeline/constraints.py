@@ -493,7 +493,8 @@ class ConstraintSolver:
         constraint is in the model (it is left out of very large models)."""
         if self._cp_cache is not None:
             return self._cp_cache
-        from ortools.sat.python import cp_model
+        from gapstop.engine import cpsat
+        cp_model = cpsat.load()
 
         from gapstop.problems.pipeline._mip import add_mcm_constraints
 
@@ -524,7 +525,8 @@ class ConstraintSolver:
         triangle constraint is a relaxation: its partition is checked, and kept only if it
         meets it), else ``(the last valid partition seen, False)``, else ``(None, False)``;
         a partition equal to the last valid one counts as not new (False)."""
-        from ortools.sat.python import cp_model
+        from gapstop.engine import cpsat
+        cp_model = cpsat.load()
 
         model, y, modelled = self._cp()
         model.clear_objective()
