@@ -69,10 +69,15 @@ import json, sys
 import gapstop.problems.pipeline.bounds
 import gapstop.problems.pipeline.constraints
 import gapstop.problems.intraop._bound_cpsat
+from gapstop.problems.intraop.bounds import lower_bound
+from gapstop.problems.intraop.generators import random_instance
 from gapstop.problems.pipeline.bounds import exact_bound
 from gapstop.problems.pipeline.io import load_graph
 b = exact_bound(load_graph("examples/regal_like_60.json"), 2, 20.0)
-print(json.dumps({"pandas": "pandas" in sys.modules, "status": b.status}))
+ib = lower_bound(random_instance(8, 0, max_k=3, limit_quantile=0.2), "exact", 20.0)
+print(json.dumps({"pandas": "pandas" in sys.modules, "status": b.status, "intraop": [ib.status, ib.solver]}))
 """)
     assert out["pandas"] is False
-    assert out["status"] == "optimal"  # the MIP ran through the module loaded without pandas
+    # both CP-SAT models ran through the module loaded without pandas
+    assert out["status"] == "optimal"
+    assert out["intraop"] == ["optimal", "cp-sat"]
