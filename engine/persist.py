@@ -22,7 +22,9 @@ def write_json_atomic(path: str | Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` as JSON via a temporary file and rename, so readers never see half a file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    # one temporary name per thread: the deadline's watchdog may write the file the run's own
+    # finish is writing
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
         tmp.replace(p)

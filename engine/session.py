@@ -10,6 +10,7 @@ drive the same class: in-process (:mod:`engine.local_runner`) as a plain object,
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -20,6 +21,10 @@ from gapstop.engine.coordinator import Coordinator
 from gapstop.engine.records import Bound
 from gapstop.engine.rundir import RunDir
 from gapstop.engine.stopping import Clock, standard
+
+#: least seconds between two rewrites of ``result.json`` for a better bound alone (an incumbent
+#: always rewrites it at once)
+RESULT_BOUND_EVERY_S = 1.0
 
 
 class Session:
@@ -54,6 +59,8 @@ class Session:
         self.errors: list[str] = []
         self.notes: dict[str, Any] = {}
         self.final: dict[str, Any] | None = None  # the result document, once finalized
+        self._result_written = -math.inf
+        self._bound_unwritten = False  # a better bound than result.json's is known
         if resume:
             self.rundir.restore_into(self.coord)
         for b in adapter.initial_bounds(problem, params):
@@ -62,8 +69,13 @@ class Session:
 
     def _on_incumbent(self, inc: Any) -> None:
         self.rundir.record_incumbent(inc)
+        self._write_running()
+
+    def _write_running(self) -> None:
         self.rundir.write_result(self.adapter.result_doc(self.problem, self.params, self.coord, "running",
                                                          self.clock.elapsed()))
+        self._result_written = time.monotonic()
+        self._bound_unwritten = False
 
     # -- reports from workers -----------------------------------------------------------
     def hello(self, worker: str, node_id: str) -> None:
@@ -93,7 +105,20 @@ class Session:
             ok = self.coord.offer_bound(bound, worker)
             if ok:
                 self.rundir.checkpoint(self.coord, self.clock.elapsed())
+                self._bound_unwritten = True
+                self._catch_up()
             return ok
+
+    def _catch_up(self) -> None:
+        """Rewrite result.json for bounds it lacks, at most once per :data:`RESULT_BOUND_EVERY_S`
+        (lock held). It is also the answer given at the deadline when the finish runs late
+        (launch.py's watchdog), so its bound must not lag far behind; but live bounds come in
+        bursts (the spectral bound's, CP-SAT's), and the intra-op document holds a strategy per
+        node. :meth:`poll` calls it too, so the last bound of a burst is written within about
+        that time."""
+        if (self._bound_unwritten and self.final is None and self.coord.incumbent is not None
+                and time.monotonic() - self._result_written >= RESULT_BOUND_EVERY_S):
+            self._write_running()
 
     def report_evals(self, worker: str, n: int) -> None:
         with self.lock:
@@ -133,6 +158,7 @@ class Session:
         worker nodes, whether search workers are held, and the run directory's failed
         writes (one line per directory; on Ray the driver prints them: an actor's stderr is not shown)."""
         with self.lock:
+            self._catch_up()
             return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
                     "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
                     "nodes": dict(self.nodes), "hold": self.hold,

@@ -68,3 +68,30 @@ def test_pipeline_on_ray_ends_within_the_limit_with_its_answer(tmp_path: Path) -
     wall, proc, doc = _run(["pipeline", "solve", str(RESNET), "-k", "8"], limit, tmp_path)
     assert wall < limit, f"took {wall:.2f} s for --time-limit {limit}"
     assert proc.returncode == 0 and doc["objective"] is not None
+
+
+def test_when_the_watchdog_answers_the_run_directory_gets_its_final_result(tmp_path: Path) -> None:
+    """A finish that never ends (here: the session's final writes hang): the watchdog prints the
+    answer and ends the process before the limit, and the run directory's result.json is that
+    answer, not the running document the run left."""
+    limit = 8.0
+    run_dir = tmp_path / "run"
+    script = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "import launch\n"
+        "import gapstop.engine.session as session\n"
+        "session.Session.finalize = lambda self, reason: time.sleep(3600)\n"
+        f"sys.argv = ['launch.py', 'pipeline', 'solve', {str(REGAL)!r}, '-k', '4', '--in-process', '--no-bounds',"
+        f" '--quiet', '--time-limit', '{limit}', '--run-dir', {str(run_dir)!r}]\n"
+        "launch.run()\n")
+    env = {**__import__("os").environ, "GAPSTOP_CACHE": str(tmp_path / "cache")}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=limit + 60)
+    wall = time.monotonic() - t0
+    assert wall < limit + 1.0, f"took {wall:.2f} s for --time-limit {limit}"   # the interpreter's start
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((run_dir / "result.json").read_text())
+    assert doc["stopped_because"] == "time-limit" and doc["objective"] is not None
+    assert f"objective {doc['objective']:.6g}" in proc.stdout and "stopped: time-limit" in proc.stdout

@@ -207,6 +207,35 @@ def test_bound_plan_dedicated_queue_then_the_weakest_open_member_with_doubled_sl
     assert math.isfinite(plan.slice_s)
 
 
+def test_result_json_catches_up_with_better_bounds_at_most_once_a_second(tmp_path: Path) -> None:
+    """result.json is also the answer given at the deadline when the finish runs late: a better
+    bound reaches it at once after a quiet second, else with the next poll a second after the
+    last rewrite."""
+    import json
+
+    from gapstop.engine.session import RESULT_BOUND_EVERY_S, Session
+
+    adapter = ToyAdapter()
+    s = Session(adapter, {"start": 30, "floor": 10}, {}, str(tmp_path / "run"), {"problem": "toy"}, 0.0, 60.0)
+    path = tmp_path / "run" / "result.json"
+    lower = lambda: json.loads(path.read_text())["lower_bound"]  # noqa: E731
+    assert s.report_solution(20, "x") and lower() is None
+    assert s.report_bound(Bound("a", 5.0, "bound-only", 0.0, "toy"), "w")
+    assert lower() is None   # within the second after the incumbent's rewrite
+    s.poll()
+    assert lower() is None
+    time.sleep(RESULT_BOUND_EVERY_S + 0.05)
+    s.poll()
+    assert lower() == 5.0
+    time.sleep(RESULT_BOUND_EVERY_S + 0.05)
+    assert s.report_bound(Bound("a", 7.0, "bound-only", 0.0, "toy"), "w")
+    assert lower() == 7.0   # a quiet second before it: at once
+    s.finalize("time-limit")
+    assert s.report_bound(Bound("a", 8.0, "bound-only", 0.0, "toy"), "w") is False
+    s.poll()
+    assert json.loads(path.read_text())["stopped_because"] == "time-limit"
+
+
 def test_a_resumed_run_keeps_the_best_solution_and_bound_and_numbers_its_session(tmp_path: Path) -> None:
     from gapstop.engine.rundir import read_events
 
