@@ -10,7 +10,12 @@ are small picklable specs from the problem's adapter (``{"kind": ..., ...}``):
 * the others queue for the remaining bound slots and take their ``share`` of the time
   left; *members* of a case split (specs with ``j`` and a ``group``) get a time slice
   each, and once all have run, the open member with the smallest bound runs again with
-  a doubled slice (:class:`BoundPlan`).
+  a doubled slice (:class:`BoundPlan`);
+* a ``fallback`` job (at most one) shares bound slot 0 with the queue's other jobs (not its
+  members) once the dedicated job has ended: each such job, then a turn of the fallback,
+  handed out with ``yield_when_stalled`` True (it should end once it stops making progress,
+  so that the next job gets its turn); when none is left, the fallback runs to the end,
+  with ``yield_when_stalled`` False. ``turn`` counts its turns from 0.
 """
 
 from __future__ import annotations
@@ -56,11 +61,14 @@ class BoundPlan:
 
     def __init__(self, specs: list[dict[str, Any]], time_limit_s: float) -> None:
         self.dedicated = [dict(s) for s in specs if s.get("dedicated")]
-        others = [dict(s) for s in specs if not s.get("dedicated")]
+        self.fallback = [dict(s) for s in specs if s.get("fallback")][:1]
+        others = [dict(s) for s in specs if not s.get("dedicated") and not s.get("fallback")]
         self.members = [s for s in others if "j" in s]
         self.queue = list(others)
         self.slice_s = max(5.0, time_limit_s / max(2, 2 * len(self.members))) if self.members else 0.0
         self._rounds: dict[int, int] = {}
+        self._fallback_turns = 0
+        self._fallback_next = False   # slot 0: a queued job first, then the fallback, in turn
 
     @property
     def head_start_wanted(self) -> bool:
@@ -73,11 +81,26 @@ class BoundPlan:
         ``member_bounds(group)``: the current bound of each member of ``group``."""
         if slot == 0 and self.dedicated:
             return self.dedicated.pop(0), left_s  # once; a failed run puts it back
+        if slot == 0 and self.fallback:
+            return self._with_fallback(left_s)
         if self.queue:
             spec = self.queue.pop(0)
             budget = self.slice_s if "j" in spec else float(spec.get("share", 1.0)) * left_s
             return spec, min(budget, left_s)
         return self._rerun_weakest(left_s, ub, member_bounds)
+
+    def _with_fallback(self, left_s: float) -> tuple[dict[str, Any], float]:
+        others = [s for s in self.queue if "j" not in s]
+        if others and not self._fallback_next:
+            self._fallback_next = True
+            self.queue.remove(others[0])
+            return others[0], min(float(others[0].get("share", 1.0)) * left_s, left_s)
+        self._fallback_next = False
+        spec = {**self.fallback[0], "yield_when_stalled": bool(others), "turn": self._fallback_turns}
+        self._fallback_turns += 1
+        if not others:
+            self.fallback.clear()   # nothing else for this slot: the fallback to the end, once
+        return spec, left_s
 
     def _rerun_weakest(self, left_s: float, ub: float | None,
                        member_bounds: Callable[[str], dict[int, float]]) -> tuple[dict[str, Any] | None, float]:
@@ -101,8 +124,10 @@ class BoundPlan:
 
     def put_back(self, spec: dict[str, Any]) -> None:
         """A job whose worker failed runs again: a dedicated one without its head start,
-        others first in the queue."""
+        the fallback in its turn, others first in the queue."""
         if spec.get("dedicated"):
             self.dedicated.append({**spec, "head_start_s": 0.0})
+        elif spec.get("fallback"):
+            self.fallback[:] = [{k: v for k, v in spec.items() if k not in ("yield_when_stalled", "turn")}]
         else:
             self.queue.insert(0, spec)

@@ -174,7 +174,18 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
         specs += [{"kind": "guess", "j": j, "group": GUESS_GROUP} for j in range(1, k + 1)]
     # the exact MIP proves many real-model instances optimal within seconds when it has
     # the cores to itself: it asks for a head start (see engine/solve_loop.py)
-    specs.append({"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True})
+    exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
+    if 2 <= k <= 8 and problem.memory is None:
+        # Where the exact job becomes the LNS (communication-heavy graphs) its slot is the only
+        # bound slot of a 2-CPU run, where nothing else ever ran ``bottleneck``: once the LNS
+        # stalls the job ends, the slot runs ``bottleneck``, and the LNS comes back as the
+        # plan's fallback (engine/plan.py). regal_008 at k = 4: ``bottleneck`` proves 5260 in
+        # 27 s (2 threads) where the spectral bound gives 5090 and the exact MIP does not pass
+        # it in 10 min. At k = 16 the model stayed below the spectral bound on the REGAL-style
+        # graphs tried (BENCHMARKS.md).
+        exact["yield_when_stalled"] = True
+        specs.append({"kind": "lns", "fallback": True})
+    specs.append(exact)
     return specs
 
 
@@ -238,6 +249,8 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
                         {**b.detail, "group": GUESS_GROUP, "member": j, "members": k}))
     elif kind == "exact":
         _exact_job(problem, k, spec, ctx, budget, common, num_workers, constraints)
+    elif kind == "lns":
+        _lns_job(problem, k, spec, ctx, seed, num_workers, constraints)
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
 
@@ -250,6 +263,9 @@ LNS_AFTER_SHARE = 0.2
 #: every window tried from the incumbent: the full MIP, hinted with it, runs for this long (doubling
 #: while it finds nothing better), then the LNS goes on from what it found
 HINTED_MIP_S = 4.0
+#: the LNS counts as stalled, when asked to yield, after this many hinted-MIP slices in a row
+#: without a better partition (4 s + 8 s with windows: every window tried, then 12 s more)
+STALLED_AFTER = 2
 
 
 def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, budget: float,
@@ -301,8 +317,35 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
         from gapstop.problems.pipeline.lns import windows_pay
 
         _lns_loop(problem, k, ctx, common["random_seed"], common["num_workers"], on_event,
-                  (b.detail or {}).get("blocks"), windows=windows_pay(problem, k))
+                  (b.detail or {}).get("blocks"), windows=windows_pay(problem, k),
+                  yield_when_stalled=bool(spec.get("yield_when_stalled")))
     spectral.join()
+
+
+def _lns_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, seed: int, num_workers: int,
+             constraints: Constraints | None) -> None:
+    """The exact job's LNS loop on its own (the plan's fallback, :func:`bound_job_specs`): from
+    the run's incumbent, until the run stops or, with ``spec["yield_when_stalled"]``, it stalls.
+    Its hinted-MIP bounds go out as ``exact``. Nothing to do with a memory limit or MCM
+    constraints, which the LNS does not model."""
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline.lns import windows_pay
+
+    if problem.memory is not None or (constraints is not None and constraints.any):
+        return
+    report = live_bound(ctx, "exact", bounds.SOLVER, 1e-4)
+
+    def on_event(ev: Any) -> None:   # the hinted MIP's bounds (its partitions go out as "mip-hinted")
+        report(ev.bound)
+
+    # a seed of its own per turn, and the search goes on where the previous turn (the exact
+    # job's LNS first) stalled: the windows were all tried from the incumbent, and the hinted
+    # MIP's slices go on doubling; its long hinted solves are what finds the late gains
+    # (regal_000, k = 4, 300 s: 7293 -> 7201 in slices of 64 s)
+    turn = int(spec.get("turn", 0))
+    _lns_loop(problem, k, ctx, seed + 7919 * (turn + 1), max(EXACT_MIN_THREADS, num_workers), on_event,
+              windows=windows_pay(problem, k), yield_when_stalled=bool(spec.get("yield_when_stalled")),
+              hinted_from=STALLED_AFTER * (turn + 1), windows_first=False)
 
 
 class _Watched:
@@ -321,7 +364,8 @@ class _Watched:
 
 
 def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers: int,
-              on_event: Any, start: list[int] | None = None, windows: bool = True) -> None:
+              on_event: Any, start: list[int] | None = None, windows: bool = True,
+              yield_when_stalled: bool = False, hinted_from: int = 0, windows_first: bool = True) -> None:
     """CP-SAT LNS (:class:`problems.pipeline.lns.StageLNS`) around the run's incumbent until
     the job stops: each round starts from the coordinator's incumbent when it beats the LNS's
     own (the islands' partitions included) and reports every gain, re-scored by the exact
@@ -330,14 +374,20 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
     its partitions as ``"mip-hinted"``, its bounds as ``exact``). ``start``: a partition to
     begin from while the job has no incumbent from the run (the MIP's last one). Without
     ``windows`` (stages too large for them: :func:`problems.pipeline.lns.windows_pay`) only the
-    hinted MIP runs, in the same slices, each from the run's incumbent then."""
+    hinted MIP runs, in the same slices, each from the run's incumbent then. With
+    ``yield_when_stalled`` it returns once the hinted MIP has found nothing better twice in a
+    row (:data:`STALLED_AFTER`). ``hinted_from``: the first hinted slice is
+    ``2 ** hinted_from`` times the base one; without ``windows_first`` the hinted MIP runs
+    first, and the windows only from a better partition (a later turn of the same search
+    goes on where the previous one stalled)."""
     from gapstop.problems.pipeline import bounds
     from gapstop.problems.pipeline.lns import StageLNS
 
     lns = StageLNS(problem, k, np.random.default_rng(np.random.SeedSequence([seed, 11])), num_workers=num_workers)
     # without windows the hinted MIP is the whole search: longer slices, fewer restarts
     base_s = HINTED_MIP_S if windows else 2 * HINTED_MIP_S
-    hinted_s = base_s
+    hinted_s = base_s * 2 ** hinted_from
+    failed = 0   # hinted-MIP slices in a row without a better partition
 
     def hinted_event(ev: Any) -> None:
         if ev.kind == "incumbent" and ev.blocks is not None:
@@ -347,13 +397,16 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
 
     if start is not None:
         lns.reset(start)
+    skip_windows = not windows_first   # until the partition changes
     while not ctx.should_stop():
         cost, sol = ctx.incumbent()
         if sol is not None and (lns.current is None or cost < lns.current.objective * (1.0 - 1e-12)):
+            if lns.current is not None:
+                skip_windows = False
             lns.reset(sol["blocks"], sol.get("order"))
         if lns.current is None:
             return  # nothing to start from
-        if not windows or lns.exhausted:
+        if not windows or skip_windows or lns.exhausted:
             before = lns.current.objective
             b = bounds.exact_bound(problem, k, min(hinted_s, ctx.time_left()), hint=lns.current.blocks.tolist(),
                                    on_event=hinted_event, num_workers=num_workers, random_seed=seed,
@@ -365,9 +418,12 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
 
                 if evaluate(problem, blocks, k=k).objective < before:
                     lns.reset(blocks)
-                    hinted_s = base_s
+                    hinted_s, failed, skip_windows = base_s, 0, False
                     continue
             hinted_s *= 2
+            failed += 1
+            if yield_when_stalled and failed >= STALLED_AFTER:
+                return
             continue
         for m in lns.run(1.0, ctx.should_stop):
             if m.improved is not None:

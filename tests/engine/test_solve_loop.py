@@ -207,6 +207,34 @@ def test_bound_plan_dedicated_queue_then_the_weakest_open_member_with_doubled_sl
     assert math.isfinite(plan.slice_s)
 
 
+def test_bound_plan_fallback_takes_turns_with_the_queued_jobs_on_slot_0() -> None:
+    specs = [{"kind": "a", "share": 0.5}, {"kind": "m", "j": 1, "group": "g"}, {"kind": "b", "share": 0.25},
+             {"kind": "f", "fallback": True}, {"kind": "x", "dedicated": True}]
+    plan = BoundPlan(specs, time_limit_s=40.0)
+    f = {"kind": "f", "fallback": True}
+    assert plan.next(0, 40.0, None, dict)[0]["kind"] == "x"
+    assert plan.next(0, 40.0, None, dict) == ({"kind": "a", "share": 0.5}, 20.0)   # a queued job,
+    assert plan.next(0, 40.0, None, dict) == ({**f, "yield_when_stalled": True, "turn": 0}, 40.0)  # a turn,
+    assert plan.next(0, 40.0, None, dict) == ({"kind": "b", "share": 0.25}, 10.0)  # the next (members skipped)
+    # nothing else for slot 0: the fallback to the end, once
+    assert plan.next(0, 30.0, None, dict) == ({**f, "yield_when_stalled": False, "turn": 1}, 30.0)
+    assert plan.next(1, 30.0, None, dict)[0] == {"kind": "m", "j": 1, "group": "g"}  # members: other slots
+    assert plan.next(0, 30.0, None, lambda g: {})[0] == {"kind": "m", "j": 1, "group": "g"}  # ... and 0 after it
+    # a failed fallback comes back, without its turn's flags
+    plan.put_back({**f, "yield_when_stalled": False, "turn": 1})
+    assert plan.next(0, 20.0, None, dict) == ({**f, "yield_when_stalled": False, "turn": 2}, 20.0)
+
+
+def test_bound_plan_fallback_never_goes_to_other_slots_nor_before_the_dedicated_job() -> None:
+    specs = [{"kind": "a", "share": 0.5}, {"kind": "f", "fallback": True}, {"kind": "x", "dedicated": True}]
+    plan = BoundPlan(specs, time_limit_s=40.0)
+    assert plan.next(1, 30.0, None, dict)[0]["kind"] == "a"
+    assert plan.next(1, 30.0, None, dict) == (None, 0.0)
+    assert plan.next(0, 30.0, None, dict)[0]["kind"] == "x"
+    assert plan.next(0, 30.0, None, dict)[0] == {"kind": "f", "fallback": True, "yield_when_stalled": False,
+                                                 "turn": 0}
+
+
 def test_result_json_catches_up_with_better_bounds_at_most_once_a_second(tmp_path: Path) -> None:
     """result.json is also the answer given at the deadline when the finish runs late: a better
     bound reaches it at once after a quiet second, else with the next poll a second after the

@@ -205,3 +205,70 @@ def test_islands_skip_the_lns_on_memory_graphs_and_windows_need_small_stages() -
     limited = random_dag(8, 1, memory=True)
     assert limited.memory is not None
     assert not windows_pay(limited, 4) and lns_share(limited, 4, 0.6, 0.2) == 0.0
+
+
+def test_the_lns_yields_its_slot_once_stalled_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``yield_when_stalled`` the loop returns, long before its job would be stopped,
+    once every window was tried and the hinted MIP found nothing twice in a row; without it,
+    it runs until the job stops. What it reported is evaluator-checked either way."""
+    from gapstop.problems.pipeline import run
+
+    monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
+    p, k = regal_like(12, n=16), 4
+    ctx = _from_poor_split(p, k, 1, 60.0)
+    t0 = time.monotonic()
+    run._lns_loop(p, k, ctx, 0, 1, lambda ev: None, yield_when_stalled=True)
+    assert time.monotonic() - t0 < 30.0 and not ctx.should_stop()
+    _check_reported(p, k, ctx)
+    ctx = _from_poor_split(p, k, 1, 2.0)
+    run._lns_loop(p, k, ctx, 0, 1, lambda ev: None)
+    assert ctx.should_stop()
+    _check_reported(p, k, ctx)
+
+
+def _from_poor_split(p: PipelineProblem, k: int, seed: int, seconds: float) -> _SourcesCtx:
+    start = _poor_split(p, k, seed)
+    cost = evaluate(p, start.blocks, start.order, k=k).objective
+    return _SourcesCtx(cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, seconds)
+
+
+def _check_reported(p: PipelineProblem, k: int, ctx: _SourcesCtx) -> None:
+    """Every partition reported is valid; the LNS's beat the start (the hinted MIP reports
+    every incumbent it finds on the way)."""
+    for sol, source in ctx.solutions:
+        cost = evaluate(p, sol["blocks"], sol.get("order"), k=k).objective
+        assert source in ("mip-lns", "mip-hinted") and (source == "mip-hinted" or cost < ctx.inc[0])
+
+
+def test_the_lns_job_runs_from_the_incumbent_and_skips_memory_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's fallback job (:func:`problems.pipeline.run.bound_job_specs`): the LNS on its
+    own, from the run's incumbent; with a memory limit, which it does not model, it ends at once."""
+    from gapstop.problems.pipeline import run
+
+    monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
+    p, k = regal_like(31, n=60), 8
+    ctx = _from_poor_split(p, k, 2, 4.0)
+    run.run_bound_job(p, k, {"kind": "lns", "yield_when_stalled": True, "turn": 1}, ctx, seed=0, num_workers=1)
+    assert "mip-lns" in ctx.sources
+    _check_reported(p, k, ctx)
+    assert all(b.method == "exact" for b in ctx.bounds)
+
+    mem = random_dag(30, 3, memory=True, k_hint=4)
+    ctx = _SourcesCtx(math.inf, {"blocks": [0] * mem.n}, 30.0)
+    t0 = time.monotonic()
+    run.run_bound_job(mem, 4, {"kind": "lns"}, ctx, seed=0, num_workers=1)
+    assert time.monotonic() - t0 < 1.0 and not ctx.solutions
+
+
+def test_only_communication_heavy_runs_with_guesses_get_the_lns_fallback() -> None:
+    from gapstop.problems.pipeline.run import bound_job_specs
+
+    def kinds(p: PipelineProblem, k: int) -> tuple[list[str], bool]:
+        specs = bound_job_specs(p, k)
+        exact = [s for s in specs if s["kind"] == "exact"][0]
+        return [s["kind"] for s in specs if s.get("fallback")], bool(exact.get("yield_when_stalled"))
+
+    free = regal_like(5, n=40)
+    assert kinds(free, 4) == (["lns"], True)
+    assert kinds(free, 16) == ([], False)   # no guesses queued: the exact job's LNS keeps the slot
+    assert kinds(random_dag(30, 3, memory=True, k_hint=4), 4) == ([], False)
