@@ -161,6 +161,13 @@ def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, A
 
 
 # ---------------------------------------------------------------------------------- bounds
+#: Largest k at which the exact job's slot also runs ``bottleneck`` (:func:`bound_job_specs`).
+#: Solved, the model's bound over the spectral one on regal_008 (55 nodes): k = 2 +5.9 %,
+#: 4 +3.3 %, 6 +0.9 %, 8 -0.1 %; at k = 8 and 16 it stayed below it on every REGAL-style graph
+#: tried (BENCHMARKS.md).
+BOTTLENECK_TURN_MAX_K = 6
+
+
 def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     """The bound hierarchy beyond ``simple``, cheapest first (see :class:`engine.plan.BoundPlan`).
 
@@ -175,14 +182,13 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     # the exact MIP proves many real-model instances optimal within seconds when it has
     # the cores to itself: it asks for a head start (see engine/solve_loop.py)
     exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
-    if 2 <= k <= 8 and problem.memory is None:
+    if 2 <= k <= BOTTLENECK_TURN_MAX_K and problem.memory is None:
         # Where the exact job becomes the LNS (communication-heavy graphs) its slot is the only
         # bound slot of a 2-CPU run, where nothing else ever ran ``bottleneck``: once the LNS
         # stalls the job ends, the slot runs ``bottleneck``, and the LNS comes back as the
         # plan's fallback (engine/plan.py). regal_008 at k = 4: ``bottleneck`` proves 5260 in
         # 27 s (2 threads) where the spectral bound gives 5090 and the exact MIP does not pass
-        # it in 10 min. At k = 16 the model stayed below the spectral bound on the REGAL-style
-        # graphs tried (BENCHMARKS.md).
+        # it in 10 min (BENCHMARKS.md).
         exact["yield_when_stalled"] = True
         specs.append({"kind": "lns", "fallback": True})
     specs.append(exact)

@@ -270,5 +270,6 @@ def test_only_communication_heavy_runs_with_guesses_get_the_lns_fallback() -> No
 
     free = regal_like(5, n=40)
     assert kinds(free, 4) == (["lns"], True)
-    assert kinds(free, 16) == ([], False)   # no guesses queued: the exact job's LNS keeps the slot
+    assert kinds(free, 2) == (["lns"], True)
+    assert kinds(free, 8) == kinds(free, 16) == ([], False)   # the model does not pay there: the LNS keeps the slot
     assert kinds(random_dag(30, 3, memory=True, k_hint=4), 4) == ([], False)
