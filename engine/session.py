@@ -72,8 +72,7 @@ class Session:
         self._write_running()
 
     def _write_running(self) -> None:
-        self.rundir.write_result(self.adapter.result_doc(self.problem, self.params, self.coord, "running",
-                                                         self.clock.elapsed()))
+        self.rundir.write_result(self._doc("running", self.clock.elapsed()))
         self._result_written = time.monotonic()
         self._bound_unwritten = False
 
@@ -168,7 +167,20 @@ class Session:
         """The result document of the run so far (``"stopped_because": "running"``), as
         ``result.json`` has it."""
         with self.lock:
-            return self.adapter.result_doc(self.problem, self.params, self.coord, "running", self.clock.elapsed())
+            return self._doc("running", self.clock.elapsed())
+
+    def _doc(self, reason: str, elapsed: float) -> dict[str, Any]:
+        """The problem's result document with the run's fields (:meth:`finalize`); lock held.
+        The running document has them too: at the deadline it may be the answer."""
+        doc = self.adapter.result_doc(self.problem, self.params, self.coord, reason, elapsed)
+        doc["evaluations"] = sum(self.evals.values())
+        doc["workers"] = {"evals": dict(self.evals), "nodes": dict(self.nodes)}
+        doc["jobs"] = {kind: list(names) for kind, names in self.jobs.items()}
+        doc["run_dir"] = str(self.rundir.path)
+        if self.errors:
+            doc["worker_errors"] = list(self.errors)
+        doc.update(self.notes)
+        return doc
 
     def incumbent(self) -> tuple[float | None, Any]:
         with self.lock:
@@ -200,14 +212,7 @@ class Session:
         with self.lock:
             self.coord.force_stop(reason)
             elapsed = self.clock.elapsed()
-            doc = self.adapter.result_doc(self.problem, self.params, self.coord, reason, elapsed)
-            doc["evaluations"] = sum(self.evals.values())
-            doc["workers"] = {"evals": dict(self.evals), "nodes": dict(self.nodes)}
-            doc["jobs"] = {kind: list(names) for kind, names in self.jobs.items()}
-            doc["run_dir"] = str(self.rundir.path)
-            if self.errors:
-                doc["worker_errors"] = list(self.errors)
-            doc.update(self.notes)
+            doc = self._doc(reason, elapsed)
             self.rundir.checkpoint(self.coord, elapsed)
             self.rundir.write_result(doc)
             self.final = doc

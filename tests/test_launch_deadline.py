@@ -94,4 +94,5 @@ def test_when_the_watchdog_answers_the_run_directory_gets_its_final_result(tmp_p
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((run_dir / "result.json").read_text())
     assert doc["stopped_because"] == "time-limit" and doc["objective"] is not None
+    assert doc["jobs"]["searches"] and doc["run_dir"] == str(run_dir)   # the run's fields, as at a normal end
     assert f"objective {doc['objective']:.6g}" in proc.stdout and "stopped: time-limit" in proc.stdout
