@@ -113,13 +113,14 @@ class _Guard:
 
     The search gets the time up to ``deadline - reserve``, where the reserve is what the
     finish (final writes, shutdown) of the last runs of the same ``kind`` took; a watchdog
-    thread writes and prints ``answer()`` (the best answer so far) and ends the process if
-    the normal path has not done so in time, and then also writes it to ``result_path`` (the
-    run directory's ``result.json``, which the run's own finish did not get to write).
+    thread writes and prints the best answer so far, the run directory's ``result_path``
+    (``result.json``, rewritten as the run goes), and ends the process if the normal path has
+    not done so in time; it also writes that answer, final, back to ``result_path``, which the
+    run's own finish did not get to write.
     """
 
-    def __init__(self, kind: str, time_limit: float, answer: Callable[[], dict[str, Any] | None],
-                 emit: Callable[[dict[str, Any]], None], result_path: Path | None = None) -> None:
+    def __init__(self, kind: str, time_limit: float, result_path: Path,
+                 emit: Callable[[dict[str, Any]], None]) -> None:
         import time
 
         from gapstop.engine.deadline import Deadline, FinishCosts, Watchdog, set_run_end
@@ -142,11 +143,11 @@ class _Guard:
                 doc["stopped_because"] = "time-limit"
             # the run's own finish did not get to write it: the run directory's result.json
             # must not stay a running document
-            if result_path is not None and result_path.parent.is_dir():
+            if result_path.parent.is_dir():
                 _OUT_WRITES.write_json(result_path, doc)
             emit(doc)
 
-        self.watchdog = Watchdog(self.deadline, answer, late, lambda d: 0 if _feasible(d) else 1,
+        self.watchdog = Watchdog(self.deadline, lambda: _running_doc(result_path), late, lambda d: 0 if _feasible(d) else 1,
                                  on_exit=self.record)
         if whole:
             self.watchdog.start()
@@ -400,8 +401,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         _print_pipeline_result(doc)
 
     guard = _Guard(f"pipeline-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
-                   time_limit, lambda: _running_doc(Path(rd) / "result.json"), emit,
-                   Path(rd) / "result.json")
+                   time_limit, Path(rd) / "result.json", emit)
     doc = _solve("pipeline", graph, problem, params, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
                  run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                  in_process=in_process, quiet=quiet, bounds=not no_bounds, islands=islands, out=out)
@@ -534,8 +534,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     guard = None
     if method != "elimination":
         guard = _Guard(f"intraop-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
-                       time_limit, lambda: _running_doc(Path(rd) / "result.json"), emit,
-                       Path(rd) / "result.json")
+                       time_limit, Path(rd) / "result.json", emit)
     problem = load_problem(instance)  # fail fast on bad input, before starting anything
     if guard is None:
         doc = _intraop_eliminate(problem, time_limit, max_table, t0)

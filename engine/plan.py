@@ -85,16 +85,19 @@ class BoundPlan:
             return self._with_fallback(left_s)
         if self.queue:
             spec = self.queue.pop(0)
-            budget = self.slice_s if "j" in spec else float(spec.get("share", 1.0)) * left_s
-            return spec, min(budget, left_s)
+            return spec, self._budget(spec, left_s)
         return self._rerun_weakest(left_s, ub, member_bounds)
+
+    def _budget(self, spec: dict[str, Any], left_s: float) -> float:
+        """A queued job's first run: a member's slice, or the job's share of the time left."""
+        return min(self.slice_s if "j" in spec else float(spec.get("share", 1.0)) * left_s, left_s)
 
     def _with_fallback(self, left_s: float) -> tuple[dict[str, Any], float]:
         others = [s for s in self.queue if "j" not in s]
         if others and not self._fallback_next:
             self._fallback_next = True
             self.queue.remove(others[0])
-            return others[0], min(float(others[0].get("share", 1.0)) * left_s, left_s)
+            return others[0], self._budget(others[0], left_s)
         self._fallback_next = False
         spec = {**self.fallback[0], "yield_when_stalled": bool(others), "turn": self._fallback_turns}
         self._fallback_turns += 1

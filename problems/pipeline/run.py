@@ -351,7 +351,7 @@ def _lns_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, s
     turn = int(spec.get("turn", 0))
     _lns_loop(problem, k, ctx, seed + 7919 * (turn + 1), max(EXACT_MIN_THREADS, num_workers), on_event,
               windows=windows_pay(problem, k), yield_when_stalled=bool(spec.get("yield_when_stalled")),
-              hinted_from=STALLED_AFTER * (turn + 1), windows_first=False)
+              hinted_from=STALLED_AFTER * (turn + 1))
 
 
 class _Watched:
@@ -371,7 +371,7 @@ class _Watched:
 
 def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers: int,
               on_event: Any, start: list[int] | None = None, windows: bool = True,
-              yield_when_stalled: bool = False, hinted_from: int = 0, windows_first: bool = True) -> None:
+              yield_when_stalled: bool = False, hinted_from: int = 0) -> None:
     """CP-SAT LNS (:class:`problems.pipeline.lns.StageLNS`) around the run's incumbent until
     the job stops: each round starts from the coordinator's incumbent when it beats the LNS's
     own (the islands' partitions included) and reports every gain, re-scored by the exact
@@ -382,10 +382,9 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
     ``windows`` (stages too large for them: :func:`problems.pipeline.lns.windows_pay`) only the
     hinted MIP runs, in the same slices, each from the run's incumbent then. With
     ``yield_when_stalled`` it returns once the hinted MIP has found nothing better twice in a
-    row (:data:`STALLED_AFTER`). ``hinted_from``: the first hinted slice is
-    ``2 ** hinted_from`` times the base one; without ``windows_first`` the hinted MIP runs
-    first, and the windows only from a better partition (a later turn of the same search
-    goes on where the previous one stalled)."""
+    row (:data:`STALLED_AFTER`). ``hinted_from`` > 0: a later turn of the same search, which
+    goes on where the previous one stalled: the hinted MIP first, its first slice
+    ``2 ** hinted_from`` times the base one, and the windows only from a better partition."""
     from gapstop.problems.pipeline import bounds
     from gapstop.problems.pipeline.lns import StageLNS
 
@@ -403,7 +402,7 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
 
     if start is not None:
         lns.reset(start)
-    skip_windows = not windows_first   # until the partition changes
+    skip_windows = hinted_from > 0   # until the partition changes
     while not ctx.should_stop():
         cost, sol = ctx.incumbent()
         if sol is not None and (lns.current is None or cost < lns.current.objective * (1.0 - 1e-12)):
