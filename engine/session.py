@@ -46,6 +46,7 @@ class Session:
         self.problem, self.params = problem, params
         self.started_at = time.time()
         self.clock = Clock()
+        self.time_limit_s = float(time_limit_s)
         self.lock = threading.Lock()
         self.rundir = RunDir(run_dir, config, resume=resume)
         self.coord = Coordinator(adapter.evaluator(problem, params), standard(target_gap, time_limit_s),
@@ -154,12 +155,14 @@ class Session:
 
     def poll(self) -> dict[str, Any]:
         """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds,
-        worker nodes, whether search workers are held, and the run directory's failed
-        writes (one line per directory; on Ray the driver prints them: an actor's stderr is not shown)."""
+        seconds left to the time limit (``time_left``; inf without one), worker nodes, whether
+        search workers are held, and the run directory's failed writes (one line per directory;
+        on Ray the driver prints them: an actor's stderr is not shown)."""
         with self.lock:
             self._catch_up()
             return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
                     "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
+                    "time_left": max(0.0, self.time_limit_s - self.clock.elapsed()),
                     "nodes": dict(self.nodes), "hold": self.hold,
                     "write_failures": list(self.rundir.write_failures.lines)}
 

@@ -43,7 +43,8 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
     """Run ``search`` in epochs of ``epoch_s`` seconds until the session says stop (or ``quit()``).
 
     After each epoch its best new solution (``to_solution`` of what it found) and its
-    evaluation count go to the session; every ``migrate_every`` epochs it trades elites
+    evaluation count go to the session, and a search with ``set_time_left(seconds)`` is told
+    the run's time left (inf without a limit); every ``migrate_every`` epochs it trades elites
     with the other islands and takes the run's incumbent. While the session holds the
     search workers (a bound job's head start) it waits between epochs: its first epoch
     still runs (``first_epoch_s`` long, default ``epoch_s``), so seeded and early solutions
@@ -72,6 +73,8 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
                 if sol is not None:
                     search.accept_incumbent(cost, sol)
         st = session.poll()
+        if hasattr(search, "set_time_left"):  # e.g. to stage its own time
+            search.set_time_left(st.get("time_left", math.inf))
         while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
             pause(HOLD_POLL_S)
             st = session.poll()

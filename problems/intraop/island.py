@@ -4,9 +4,11 @@ Island ``index`` of ``n_islands`` probes the (weight scale, solver variant) pair
 assigned to it round-robin: uniform weights 0.1, 1, 10, 100 (then 10^3 ... 10^6
 while none of its own is feasible, following the contest winner), each solver
 variant of :data:`VARIANTS`, each as an adaptive :class:`~problems.intraop.penalty.PenaltySearch` with its own
-seed; once each has made :data:`PROBE_ITERATIONS` iterations it spends its time mostly on its best search, giving every
-fourth slice to the others in turn (a search started elsewhere can overtake), and, while that search has gone
-:data:`LEADER_STALL` iterations without a new best of its own, shares the time evenly among the better half.
+seed; once each has made :data:`PROBE_ITERATIONS` iterations, every other slice goes to the
+leading search (while it has improved in its last :data:`LEADER_STALL` iterations) and the rest
+go round-robin to every search still in the race. Told the run's time left
+(:meth:`IntraopIsland.set_time_left`), the island halves the race by successive halving: each
+stage lasts :data:`STAGE_SHARE` of the time left, then the worse half drops out.
 Its best solution is polished by pair-table moves at most every ``polish_every_s``.
 (A search from Lagrangian usage prices runs in the Lagrangian bound job instead:
 :mod:`problems.intraop.jobs`.) Knows nothing of threads or Ray: the solve loop's island
@@ -48,6 +50,13 @@ PROBE_ITERATIONS = 15
 #: the same cost from 56 s to 217 s of a 240 s run while the others got a 28th of the time each.
 LEADER_STALL = 60
 
+#: Each successive-halving stage's share of the time left. A search started at a high weight
+#: needs some 40 iterations to lower its weights to where its solutions compete (instance S, seed
+#: 2: the search from weight 100 reached 0.98631 x the best known cost after about 40, and was
+#: at 1.057 x after the 15 probe iterations); ranked on cost alone it was starved, while the first
+#: stage's round-robin gives every search an eighth of half the run before any drops out.
+STAGE_SHARE = 0.5
+
 
 class IntraopIsland:
     def __init__(self, prep: Prepared, seed: int, index: int = 0, n_islands: int = 1, *,
@@ -69,6 +78,15 @@ class IntraopIsland:
         self._turn = 0
         self._last_polish = time.monotonic()
         self._polished_cost: int | None = None
+        self._end: float | None = None  # the run's deadline (monotonic), once told
+        self._stage_end: float | None = None
+        self.racing: list[PenaltySearch] = []  # the searches still in the race (after the probe)
+        self._rr = 0
+        self._entered = 0
+
+    def set_time_left(self, seconds: float) -> None:
+        """The run ends in ``seconds`` (inf: no limit, no stages)."""
+        self._end = time.monotonic() + seconds if np.isfinite(seconds) else None
 
     def _offer(self, f: Found | None, report: Callable[[Any, Any], None]) -> None:
         if f is not None and (self.best is None or f.cost < self.best.cost):
@@ -102,20 +120,34 @@ class IntraopIsland:
                 for f in young.step(0.0):
                     self._offer(f, on_improvement)
                 continue
-            ranked = sorted(self.searches, key=self._rank)
-            self._turn += 1
-            lead = ranked[0].best()
-            if lead is not None and ranked[0].iterations - lead.iteration >= LEADER_STALL:
-                top = ranked[:(len(ranked) + 1) // 2]
-                s = top[self._turn % len(top)]
-            else:
-                s = ranked[0] if self._turn % 4 or len(ranked) == 1 else ranked[1 + (self._turn // 4) % (len(ranked) - 1)]
+            s = self._next()
             for f in s.step(min(self.slice_s, max(0.01, deadline - time.monotonic()))):
                 self._offer(f, on_improvement)
         if (self.best is not None and self.best.cost != self._polished_cost
                 and time.monotonic() - self._last_polish >= self.polish_every_s):
             self._polish(on_improvement)
         return sum(s.iterations for s in self.searches) - before
+
+    def _next(self) -> PenaltySearch:
+        """The search that gets the next slice (the probes done)."""
+        if self._entered < len(self.searches):  # the probe just ended, or a search was started since
+            self.racing += self.searches[self._entered:]
+            self._entered = len(self.searches)
+        now = time.monotonic()
+        if self._end is not None and len(self.racing) > 1:
+            if self._stage_end is None:
+                self._stage_end = now + STAGE_SHARE * (self._end - now)
+            elif now >= self._stage_end:
+                keep = set(map(id, sorted(self.racing, key=self._rank)[:(len(self.racing) + 1) // 2]))
+                self.racing = [s for s in self.racing if id(s) in keep]
+                self._stage_end = now + STAGE_SHARE * (self._end - now)
+        self._turn += 1
+        lead = min(self.racing, key=self._rank)
+        found = lead.best()
+        if self._turn % 2 and found is not None and lead.iterations - found.iteration < LEADER_STALL:
+            return lead
+        self._rr += 1
+        return self.racing[self._rr % len(self.racing)]
 
     def _rank(self, s: PenaltySearch) -> int:
         b = s.best()

@@ -275,3 +275,37 @@ def test_a_resumed_run_keeps_the_best_solution_and_bound_and_numbers_its_session
                   head_start_s=0.0, resume=True)
     assert second["cost"] <= first["cost"] and second["lower_bound"] == 3
     assert {e["session"] for e in read_events(tmp_path / "run")} == {0, 1}
+
+
+def test_an_island_that_asks_is_told_the_runs_time_left(tmp_path: Path) -> None:
+    """run_island passes the session's time left to a search with ``set_time_left``
+    (the intra-op island stages its searches by it); inf without a time limit."""
+    import math
+
+    from gapstop.engine.session import Session
+    from gapstop.engine.workers import run_island
+
+    class Search:
+        def __init__(self) -> None:
+            self.told: list[float] = []
+            self.steps = 0
+
+        def step(self, budget_s, on_improvement, should_stop):
+            self.steps += 1
+            return 1
+
+        def set_time_left(self, seconds: float) -> None:
+            self.told.append(seconds)
+
+    for limit in (60.0, math.inf):
+        s = Session(ToyAdapter(), {"start": 30, "floor": 10}, {}, str(tmp_path / f"run{limit}"),
+                    {"problem": "toy"}, 0.0, limit)
+        search = Search()
+        run_island(search, s, "island-0", lambda sol: sol, quit=lambda: search.steps >= 3, epoch_s=0.01,
+                   migrate_every=0)
+        assert len(search.told) == 3
+        if limit == math.inf:
+            assert search.told == [math.inf] * 3
+        else:
+            assert all(limit - 5.0 < t <= limit for t in search.told)
+            assert search.told == sorted(search.told, reverse=True)

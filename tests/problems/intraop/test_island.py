@@ -67,25 +67,75 @@ def _island_over(searches):
     island.searches = searches
     island._started = set(island.first)  # the probes are done
     island.best = searches[0].best()
+    island._polished_cost = island.best.cost  # the stand-ins' solutions are not the instance's
     return island
 
 
-def test_a_leader_with_recent_gains_gets_three_quarters_of_the_slices():
+def test_a_leader_with_recent_gains_gets_every_other_slice_and_the_rest_go_round_robin():
     from gapstop.problems.intraop.island import LEADER_STALL
 
     searches = [_Scripted(100 + i, found_at=50, iterations=50) for i in range(4)]  # leader just improved
     island = _island_over(searches)
-    slices = 4 * (LEADER_STALL // 4)  # the leader stays short of its stall throughout
+    slices = 8 * (LEADER_STALL // 8)  # the leader stays short of its stall throughout
     island.step(60.0, lambda cost, found: None, should_stop=lambda: sum(s.steps for s in searches) >= slices)
-    assert searches[0].steps == 3 * slices // 4
-    assert [s.steps for s in searches[1:]] == [slices // 12] * 3
+    # half the slices, plus its turn in the round-robin over all four
+    assert searches[0].steps == slices // 2 + slices // 8
+    assert [s.steps for s in searches[1:]] == [slices // 8] * 3
 
 
-def test_a_stalled_leader_shares_the_time_evenly_with_the_better_half():
+def test_a_stalled_leader_shares_the_time_evenly_with_every_search():
     from gapstop.problems.intraop.island import LEADER_STALL
 
-    # the leader's best came LEADER_STALL iterations ago: the two best (of four) alternate
+    # the leader's best came LEADER_STALL iterations ago: all four alternate (the worst too,
+    # which may be a search from a high weight still lowering it)
     searches = [_Scripted(100 + i, found_at=0, iterations=LEADER_STALL) for i in range(4)]
     island = _island_over(searches)
     island.step(60.0, lambda cost, found: None, should_stop=lambda: sum(s.steps for s in searches) >= 40)
-    assert [s.steps for s in searches] == [20, 20, 0, 0]
+    assert [s.steps for s in searches] == [10, 10, 10, 10]
+
+
+class _Clock:
+    """A stand-in for the island's ``time`` module: one second per slice."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_told_the_time_left_the_island_halves_the_race_at_each_stage(monkeypatch):
+    import gapstop.problems.intraop.island as island_mod
+    from gapstop.problems.intraop.island import LEADER_STALL, STAGE_SHARE
+
+    clock = _Clock()
+    monkeypatch.setattr(island_mod, "time", clock)
+    searches = [_Scripted(100 + i, found_at=0, iterations=LEADER_STALL) for i in range(4)]  # stalled: even shares
+    stepped: list[tuple[float, int]] = []
+    for i, s in enumerate(searches):
+        def step(budget_s, s=s, i=i):
+            stepped.append((clock.now, i))
+            clock.now += 1.0
+            return _Scripted.step(s, budget_s)
+        s.step = step
+    island = _island_over(searches)
+    island.set_time_left(80.0)
+    island.step(1e9, lambda cost, found: None, should_stop=lambda: clock.now >= 80.0)
+    first = STAGE_SHARE * 80.0
+    second = first + STAGE_SHARE * (80.0 - first)
+    # the worse half races only in the first stage, the second best until the second stage ends
+    assert max(t for t, i in stepped if i >= 2) < first
+    assert max(t for t, i in stepped if i == 1) < second
+    assert [t for t, i in stepped if t >= second] and all(i == 0 for t, i in stepped if t >= second)
+    # within a stage the racers share evenly
+    assert [sum(1 for t, j in stepped if t < first and j == i) for i in range(4)] == [first // 4] * 4
+
+
+def test_without_a_time_limit_no_search_drops_out():
+    import math
+
+    searches = [_Scripted(100 + i, found_at=0, iterations=10**6) for i in range(4)]
+    island = _island_over(searches)
+    island.set_time_left(math.inf)
+    island.step(60.0, lambda cost, found: None, should_stop=lambda: sum(s.steps for s in searches) >= 400)
+    assert [s.steps for s in searches] == [100] * 4
