@@ -45,9 +45,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
 PROBE_ITERATIONS = 15
 
 #: Iterations without a new best (two of the search's restart cycles) after which the leading
-#: search no longer gets three quarters of the island's time: the better half of the searches
-#: share it evenly until the leader improves again. Without this, on instance S the leader sat at
-#: the same cost from 56 s to 217 s of a 240 s run while the others got a 28th of the time each.
+#: search no longer gets every other slice: all the racers share them evenly until it improves
+#: again. (Under an earlier rule, three quarters of the slices to the leader, on instance S the
+#: leader sat at the same cost from 56 s to 217 s of a 240 s run.)
 LEADER_STALL = 60
 
 #: Each successive-halving stage's share of the time left. A search started at a high weight
