@@ -147,8 +147,8 @@ class _Guard:
                 _OUT_WRITES.write_json(result_path, doc)
             emit(doc)
 
-        self.watchdog = Watchdog(self.deadline, lambda: _running_doc(result_path), late, lambda d: 0 if _feasible(d) else 1,
-                                 on_exit=self.record)
+        self.watchdog = Watchdog(self.deadline, lambda: _running_doc(result_path), late,
+                                 lambda d: 0 if _feasible(d) else 1, on_exit=self.record)
         if whole:
             self.watchdog.start()
             _GUARD["guard"] = self

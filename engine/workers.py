@@ -74,7 +74,7 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
                     search.accept_incumbent(cost, sol)
         st = session.poll()
         if hasattr(search, "set_time_left"):  # e.g. to stage its own time
-            search.set_time_left(st.get("time_left", math.inf))
+            search.set_time_left(st["time_left"])
         while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
             pause(HOLD_POLL_S)
             st = session.poll()
