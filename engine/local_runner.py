@@ -12,6 +12,7 @@ import contextlib
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -28,6 +29,12 @@ JOB_POLL_S = 0.05
 JOIN_S = 30.0
 #: longest wait of the islands' set-up for a head-start job to be ready (see :class:`ThreadBackend`)
 SETUP_WAIT_S = 1.0
+#: the interpreter's thread switch interval during a run (seconds; Python's default is 0.005).
+#: A thread back from nogil code waits for the GIL until the holder's interval ends, so with
+#: the default a bound job building CP-SAT models in Python stalls the islands' glue between
+#: kernels: on instance S an intra-op island made 168 iterations in 40 s beside neighbourhood
+#: moves against 305 alone; at 1e-4 s, 258 (and the moves made 133, not 114).
+SWITCH_INTERVAL_S = 1e-4
 
 
 class _QueuedReports:
@@ -217,15 +224,27 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
 
     backend = ThreadBackend(adapter, problem, params, session, seed, n_search, 1)
     extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
-    reason = drive(session, backend, plan, n_search, n_bound, t_end=end, head_s=head, extend=extend,
-                   poll_s=poll_s, on_tick=tick)
-    with sigint_held():  # the result is being written: a second Ctrl-C must not lose it
-        backend.quit.set()
-        backend.reports.flush()  # what the bound jobs reported before the stop counts
-        doc = session.finalize(reason)
-        out.final(doc)
-        backend.stop()
+    with switch_interval(SWITCH_INTERVAL_S):
+        reason = drive(session, backend, plan, n_search, n_bound, t_end=end, head_s=head, extend=extend,
+                       poll_s=poll_s, on_tick=tick)
+        with sigint_held():  # the result is being written: a second Ctrl-C must not lose it
+            backend.quit.set()
+            backend.reports.flush()  # what the bound jobs reported before the stop counts
+            doc = session.finalize(reason)
+            out.final(doc)
+            backend.stop()
     return doc
+
+
+@contextlib.contextmanager
+def switch_interval(seconds: float) -> Iterator[None]:
+    """Run the block with the interpreter's thread switch interval at ``seconds``, then restore it."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 @contextlib.contextmanager

@@ -309,3 +309,24 @@ def test_an_island_that_asks_is_told_the_runs_time_left(tmp_path: Path) -> None:
         else:
             assert all(limit - 5.0 < t <= limit for t in search.told)
             assert search.told == sorted(search.told, reverse=True)
+
+
+def test_an_in_process_run_shortens_the_thread_switch_interval_and_restores_it(tmp_path: Path) -> None:
+    import sys
+
+    from gapstop.engine import local_runner
+
+    seen: list[float] = []
+
+    class Watching(ToyAdapter):
+        def run_bound_job(self, problem, params, spec, ctx, seed, num_workers) -> None:
+            seen.append(sys.getswitchinterval())
+            super().run_bound_job(problem, params, spec, ctx, seed, num_workers)
+
+    before = sys.getswitchinterval()
+    assert before != local_runner.SWITCH_INTERVAL_S
+    doc = _run(tmp_path, {"start": 30, "floor": 10, "bound": 10, "job_s": 0.0}, Watching(), time_limit_s=20,
+               workers=2, head_start_s=0.0)
+    assert doc["stopped_because"] == "optimal"
+    assert seen and all(abs(s - local_runner.SWITCH_INTERVAL_S) < 1e-9 for s in seen)
+    assert sys.getswitchinterval() == before
