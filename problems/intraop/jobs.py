@@ -107,7 +107,8 @@ def neighbourhood_moves(prep: Any, ctx: Any, end: float, seed: int) -> None:
     if sol is None:
         return
     moves = NeighbourhoodSearch(prep, np.asarray(sol, dtype=np.int64), seed)
-    while (left := end - time.perf_counter()) > MIN_MOVE_S and not ctx.should_stop():
+    # a move is not interrupted: none starts that the recent ones say would end after ``end``
+    while (left := end - time.perf_counter()) > max(MIN_MOVE_S, moves.recent_move_s) and not ctx.should_stop():
         for _, found in moves.step(min(1.0, left)):
             ctx.solution([int(s) for s in found], "lagrangian-neighbourhood")
         cost, sol = ctx.incumbent()

@@ -380,16 +380,25 @@ class NeighbourhoodSearch:
         move_time_s: CP-SAT time limit per move.
         workers: CP-SAT search workers per move.
         max_size: the size never grows beyond this.
+        max_vars: a neighbourhood is cut to its longest prefix whose model has at most this many
+            Booleans (:meth:`fit`).
     """
 
     KINDS = ("window", "region", "live_at", "component")
+    #: Booleans per move at most. Building the model is Python and grows with them, and CP-SAT
+    #: loads it before its time limit counts: on instance C a 1,531-node window made 612,079 and
+    #: took 5.1 s with a 0.05 s limit (4.1 s building, 1.0 s in the solver); 100,000 take about
+    #: 0.7 s to build there.
+    MAX_VARS = 100_000
     #: Components smaller than this are not worth a CP-SAT model of their own.
     MIN_COMPONENT = 20
     GROW, SHRINK = 1.25, 0.6
 
     def __init__(self, prep: Prepared, solution: NDArray[np.int64], seed: int, *, size: int = 500,
-                 move_time_s: float = 5.0, workers: int = 1, max_size: int = 6000) -> None:
+                 move_time_s: float = 5.0, workers: int = 1, max_size: int = 6000,
+                 max_vars: int | None = None) -> None:
         self.prep = prep
+        self.max_vars = self.MAX_VARS if max_vars is None else max_vars
         self.rng = np.random.default_rng(seed)
         self.sol = np.array(solution, dtype=np.int64)
         ev = evaluate(prep.problem, self.sol)
@@ -406,6 +415,12 @@ class NeighbourhoodSearch:
         self._components: list[NDArray[np.int64]] | None = None
         self.moves = 0
         self.improvements = 0
+        self._walls: list[float] = []
+
+    @property
+    def recent_move_s(self) -> float:
+        """The longest of the last 8 moves, model building included (seconds; 0 before any)."""
+        return max(self._walls, default=0.0)
 
     def offer(self, solution: NDArray[np.int64], cost: int) -> None:
         """Continue from ``solution`` (exact ``cost``) if it is cheaper than the current one."""
@@ -483,14 +498,36 @@ class NeighbourhoodSearch:
             c = c[first:first + self.max_size]
         return c
 
+    def fit(self, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The longest prefix of ``nodes`` (distinct, multi-strategy) whose model has at most
+        :attr:`max_vars` Booleans: one per strategy of each node, one per entry of each table
+        between two of them (an upper bound: forbidden entries get none)."""
+        net = self.prep.net
+        nodes = np.asarray(nodes, dtype=np.int64)
+        pos = np.full(net.n, -1, dtype=np.int64)
+        pos[nodes] = np.arange(len(nodes))
+        px, py = pos[net.tab_x], pos[net.tab_y]
+        inner = (px >= 0) & (py >= 0)
+        # a table joins the model with the later of its two nodes
+        at = np.maximum(px[inner], py[inner])
+        sizes = net.k[net.tab_x[inner]].astype(np.int64) * net.k[net.tab_y[inner]]
+        per = net.k[nodes].astype(np.int64) + np.bincount(at, weights=sizes, minlength=len(nodes)).astype(np.int64)
+        return nodes[:int(np.searchsorted(np.cumsum(per), self.max_vars, side="right"))]
+
     def move(self, nodes: NDArray[np.int64] | None = None, time_limit_s: float | None = None) -> MoveResult:
-        """Solve one neighbourhood (a random region by default); keep the result if cheaper."""
+        """Solve one neighbourhood (a random region by default) cut by :meth:`fit`; keep the
+        result if cheaper."""
         nodes = self.region() if nodes is None else nodes
+        cut = self.fit(nodes)
+        if len(cut) < len(nodes):  # the next ones start about as large as the model allows
+            self.size = max(20, min(self.size, len(cut)))
+        nodes = cut
         sol, res = solve_neighbourhood(self.prep, self.sol, nodes,
                                        time_limit_s=self.move_time_s if time_limit_s is None else time_limit_s,
                                        workers=self.workers, seed=int(self.rng.integers(1 << 30)),
                                        cost=self.cost)
         self.moves += 1
+        self._walls = (self._walls + [res.wall_s])[-8:]
         if res.improved:
             self.sol, self.cost = sol, res.cost
             self.improvements += 1

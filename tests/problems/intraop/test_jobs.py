@@ -91,6 +91,8 @@ def test_neighbourhood_moves_continue_from_a_cheaper_incumbent_found_meanwhile(m
     class Moves:
         """Each step finds one solution 1 cheaper; records what it was offered."""
 
+        recent_move_s = 0.01
+
         def __init__(self, prep: Any, sol: Any, seed: int) -> None:
             self.sol, self.cost, self.offers = np.array(sol), int(sol[0]), []
             made.append(self)

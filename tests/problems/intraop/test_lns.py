@@ -121,3 +121,33 @@ def test_class_components_match_a_plain_union_find(seed):
         got = lns.class_components(prepare(p), min_size)
         assert [len(c) for c in got] == sorted((len(c) for c in got), reverse=True)
         assert sorted(c.tolist() for c in got) == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fit_keeps_the_longest_prefix_within_the_variable_cap(seed):
+    """Counted independently: a node's strategies plus every table entry to an earlier node of the prefix."""
+    p = random_instance(60, seed, max_k=4, edge_p=0.1, limit_quantile=None)
+    prep = prepare(p)
+    net = prep.net
+    rng = np.random.default_rng(seed)
+    multi = np.nonzero(net.k > 1)[0]
+    nodes = rng.permutation(multi)
+    tables = {}
+    for t in range(len(net.tab_x)):
+        a, b = int(net.tab_x[t]), int(net.tab_y[t])
+        tables[(a, b)] = tables[(b, a)] = int(net.k[a] * net.k[b])
+
+    def vars_of(prefix):
+        total = 0
+        for i, v in enumerate(prefix):
+            total += int(net.k[v]) + sum(tables.get((int(v), int(u)), 0) for u in prefix[:i])
+        return total
+
+    start = _feasible_start(p, rng)
+    assert start is not None
+    full = vars_of(nodes)
+    for cap in (0, 5, full // 3, full - 1, full, full + 10):
+        cut = lns.NeighbourhoodSearch(prep, start, seed=0, max_vars=cap).fit(nodes)
+        assert np.array_equal(cut, nodes[:len(cut)])
+        assert vars_of(cut) <= cap
+        assert len(cut) == len(nodes) or vars_of(nodes[:len(cut) + 1]) > cap
