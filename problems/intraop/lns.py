@@ -31,6 +31,7 @@ from numba import njit
 from numpy.typing import NDArray
 from ortools.sat.python import cp_model
 
+from gapstop.problems.intraop._kernels import _find
 from gapstop.problems.intraop.evaluate import evaluate, usage_profile
 from gapstop.problems.intraop.model import FORBIDDEN, interval_sum
 from gapstop.problems.intraop.relaxed import Prepared
@@ -41,20 +42,11 @@ def _components(n, rows, cols):  # pragma: no cover - jitted
     """Connected-component label (a root index) of each of ``n`` nodes, by union-find."""
     parent = np.arange(n)
     for e in range(rows.shape[0]):
-        a, b = rows[e], cols[e]
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
+        a, b = _find(parent, rows[e]), _find(parent, cols[e])
         if a != b:
             parent[max(a, b)] = min(a, b)
     for v in range(n):
-        r = v
-        while parent[r] != r:
-            r = parent[r]
-        parent[v] = r
+        parent[v] = _find(parent, v)
     return parent
 
 
