@@ -42,6 +42,9 @@ LAGRANGIAN_HEURISTIC_SHARE = 0.5
 #: moves took the island's stalled 1515131471 to 1514394972 (0.0486 % less).
 PRICED_STALL = 60
 
+#: a neighbourhood move with less time than this left does not start (CP-SAT's set-up alone takes longer)
+MIN_MOVE_S = 0.2
+
 
 def exact(problem: IntraopProblem, ctx: Any, seed: int, num_workers: int) -> None:
     from gapstop.problems.intraop.bounds import lower_bound
@@ -64,7 +67,8 @@ def lagrangian(problem: IntraopProblem, ctx: Any, seed: int, num_workers: int) -
         return
     end = time.perf_counter() + budget
     prices: list[Any] = []
-    b = lower_bound(problem, "lagrangian", budget, upper_bound=_incumbent_cost(ctx),
+    incumbent_cost = _incumbent_cost(ctx)
+    b = lower_bound(problem, "lagrangian", budget, upper_bound=incumbent_cost,
                     # every improving multiplier vector's value is itself a valid bound: report it now
                     on_improvement=live_bound(ctx, "lagrangian", "trw-s", 0.0),
                     price_reserve=LAGRANGIAN_HEURISTIC_SHARE, on_prices=prices.append)
@@ -79,19 +83,19 @@ def lagrangian(problem: IntraopProblem, ctx: Any, seed: int, num_workers: int) -
         prep = prepare(problem)
         search = PenaltySearch(prep, prices[0], seed, jitter=0.0)
         run_until(search, end, lambda f: ctx.solution([int(s) for s in f.solution], "lagrangian-heuristic"),
-                  lambda: ctx.should_stop() or _stalled_behind(search, ctx))
+                  lambda: ctx.should_stop() or _stalled_behind(search, incumbent_cost))
         if time.perf_counter() < end and not ctx.should_stop():
             neighbourhood_moves(prep, ctx, end, seed)
 
 
-def _stalled_behind(search: Any, ctx: Any) -> bool:
+def _stalled_behind(search: Any, incumbent_cost: Callable[[], float | None]) -> bool:
     """True once ``search`` has gone :data:`PRICED_STALL` iterations without a new best of its own
-    and the run's incumbent is cheaper than that best."""
+    and the run's incumbent (cost from ``incumbent_cost()``) is cheaper than that best."""
     own = search.best()
     since = search.iterations - (0 if own is None else own.iteration)
     if since < PRICED_STALL:
         return False
-    ub = ctx.incumbent()[0]
+    ub = incumbent_cost()
     return ub is not None and (own is None or ub < own.cost)
 
 
@@ -115,9 +119,6 @@ def neighbourhood_moves(prep: Any, ctx: Any, end: float, seed: int) -> None:
         if sol is not None and cost is not None and cost < moves.cost:
             moves.offer(np.asarray(sol, dtype=np.int64), int(cost))
 
-
-#: a neighbourhood move with less time than this left does not start (CP-SAT's set-up alone takes longer)
-MIN_MOVE_S = 0.2
 
 
 def _incumbent_cost(ctx: Any) -> Callable[[], float | None]:

@@ -45,14 +45,15 @@ def _search(iterations: int, best_cost: int | None, best_iteration: int = 0) -> 
 
 
 def test_the_priced_search_hands_over_only_when_stalled_and_behind() -> None:
-    ctx = SimpleNamespace(incumbent=lambda: (100, [0]))
+    ub = jobs._incumbent_cost(SimpleNamespace(incumbent=lambda: (100, [0])))
     n = jobs.PRICED_STALL
-    assert not jobs._stalled_behind(_search(n - 1, 120, 0), ctx)  # not stalled yet
-    assert jobs._stalled_behind(_search(n, 120, 0), ctx)  # stalled, and the incumbent is cheaper
-    assert not jobs._stalled_behind(_search(n + 5, 100, 0), ctx)  # it holds the incumbent's cost
-    assert not jobs._stalled_behind(_search(n + 5, 130, 10), ctx)  # improved 55 iterations ago
-    assert jobs._stalled_behind(_search(n, None), ctx)  # nothing feasible of its own
-    assert not jobs._stalled_behind(_search(n, None), SimpleNamespace(incumbent=lambda: (None, None)))
+    assert not jobs._stalled_behind(_search(n - 1, 120, 0), ub)  # not stalled yet
+    assert jobs._stalled_behind(_search(n, 120, 0), ub)  # stalled, and the incumbent is cheaper
+    assert not jobs._stalled_behind(_search(n + 5, 100, 0), ub)  # it holds the incumbent's cost
+    assert not jobs._stalled_behind(_search(n + 5, 130, 10), ub)  # improved 55 iterations ago
+    assert jobs._stalled_behind(_search(n, None), ub)  # nothing feasible of its own
+    none_yet = jobs._incumbent_cost(SimpleNamespace(incumbent=lambda: (None, None)))
+    assert not jobs._stalled_behind(_search(n, None), none_yet)
 
 
 def _worst_feasible(p: Any) -> list[int] | None:
