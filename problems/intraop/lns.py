@@ -167,7 +167,6 @@ class MoveResult:
 
 def solve_neighbourhood(prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[np.int64], *,
                         time_limit_s: float = 5.0, workers: int = 1, seed: int = 0,
-                        profile: NDArray[np.int64] | None = None,
                         cost: int | None = None) -> tuple[NDArray[np.int64], MoveResult]:
     """Re-optimise ``nodes`` exactly (within the time limit), all other nodes fixed.
 
@@ -178,7 +177,6 @@ def solve_neighbourhood(prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[n
         time_limit_s: CP-SAT wall-clock limit.
         workers: CP-SAT search workers.
         seed: CP-SAT random seed.
-        profile: ``usage_profile(problem, sol)`` if already known.
         cost: exact cost of ``sol`` if already known.
 
     Returns:
@@ -256,7 +254,7 @@ def solve_neighbourhood(prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[n
             model.add(cp_model.LinearExpr.sum(rows[a]) == xa[a])
         for b in range(kb):
             model.add(cp_model.LinearExpr.sum(cols[b]) == xb[b])
-    _add_usage_rows(model, prep, sol, nodes, x, profile)
+    _add_usage_rows(model, prep, sol, nodes, x)
     model.minimize(cp_model.LinearExpr.weighted_sum(obj_vars, obj_coefs))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
@@ -281,7 +279,7 @@ def solve_neighbourhood(prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[n
 
 
 def _add_usage_rows(model: cp_model.CpModel, prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[np.int64],
-                    x: dict[int, list], profile: NDArray[np.int64] | None) -> None:
+                    x: dict[int, list]) -> None:
     """One knapsack row per segment of time over which the live free nodes do not change.
 
     A segment's row is left out when even the free nodes' largest usages fit (it cannot
@@ -297,7 +295,7 @@ def _add_usage_rows(model: cp_model.CpModel, prep: Prepared, sol: NDArray[np.int
     if len(nodes) == 0:
         return
     st, en = p.start[nodes], p.end[nodes]
-    prof = usage_profile(p, sol) if profile is None else profile
+    prof = usage_profile(p, sol)
     lo_use = np.minimum.reduceat(net.usage, net.ptr[:-1])[nodes]
     hi_use = np.maximum.reduceat(net.usage, net.ptr[:-1])[nodes]
     cur = net.usage[net.ptr[nodes] + sol[nodes]]
