@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,3 +17,31 @@ def solve_in_process(p: PipelineProblem, k: int, tmp: Path, time_limit_s: float,
     return run_local(registry.get("pipeline"), p, {"k": k}, run_dir=str(Path(tmp) / "run"),
                      config={"problem": "pipeline"}, time_limit_s=time_limit_s, target_gap=target_gap, seed=seed,
                      workers=workers, **kw)
+
+
+class FakeJobContext:
+    """A bound job's ctx: a fixed incumbent, solutions and bounds collected, stop after ``seconds``."""
+
+    def __init__(self, cost: float | None, solution: dict[str, Any] | None, seconds: float) -> None:
+        self.inc = (cost, solution)
+        self.solutions: list[tuple[dict[str, Any], str]] = []
+        self.bounds: list[Any] = []
+        self.end = time.monotonic() + seconds
+
+    def should_stop(self) -> bool:
+        return time.monotonic() >= self.end
+
+    def time_left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def incumbent(self) -> tuple[float | None, dict[str, Any] | None]:
+        return self.inc
+
+    def solution(self, solution: dict[str, Any], source: str) -> None:
+        self.solutions.append((solution, source))
+
+    def bound(self, b: Any) -> None:
+        self.bounds.append(b)
+
+    def ready(self) -> None:
+        pass

@@ -19,6 +19,7 @@ from gapstop.problems.pipeline.generators import random_dag, regal_like
 from gapstop.problems.pipeline.lns import StageLNS, stage_costs
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
+from tests.problems.pipeline.runs import FakeJobContext
 
 pytestmark = pytest.mark.mip
 
@@ -120,34 +121,6 @@ def test_hinted_exact_mip_still_equals_brute_force(i: int) -> None:
         assert evaluate(p, b.detail["blocks"], k=k).objective == pytest.approx(opt, rel=1e-12)
 
 
-class _FakeCtx:
-    """A bound job's ctx: a fixed incumbent, solutions collected, stop after ``seconds``."""
-
-    def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
-        self.inc = (cost, solution)
-        self.solutions: list[tuple[dict[str, Any], str]] = []
-        self.bounds: list[Any] = []
-        self.end = time.monotonic() + seconds
-
-    def should_stop(self) -> bool:
-        return time.monotonic() >= self.end
-
-    def time_left(self) -> float:
-        return max(0.0, self.end - time.monotonic())
-
-    def incumbent(self) -> tuple[float, dict[str, Any]]:
-        return self.inc
-
-    def solution(self, solution: dict[str, Any], source: str) -> None:
-        self.solutions.append((solution, source))
-
-    def bound(self, b: Any) -> None:
-        self.bounds.append(b)
-
-    def ready(self) -> None:
-        pass
-
-
 def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> None:
     from gapstop.problems.pipeline.run import _lns_loop
 
@@ -155,7 +128,7 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
     k = 4
     start = _poor_split(p, k, 5)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
-    ctx = _FakeCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 3.0)
+    ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 3.0)
     _lns_loop(p, k, ctx, 0, 1, lambda ev: None)
     assert ctx.solutions
     costs = []
@@ -165,7 +138,7 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
     assert min(costs) < start_cost
 
 
-class _SourcesCtx(_FakeCtx):
+class _SourcesCtx(FakeJobContext):
     def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
         super().__init__(cost, solution, seconds)
         self.sources: list[str] = []
