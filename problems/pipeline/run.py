@@ -250,11 +250,14 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     budget = job_budget(ctx)
     if budget is None:
         return
-    if constraints is None or not constraints.any:
+    kind = spec["kind"]
+    # searches (the LNS, here and in the islands) keep the original graph: only bounds and the
+    # exact MIP gain from the contraction, and the LNS's moves are tuned on the full graphs
+    searcher = (problem, ctx)
+    if kind != "lns" and (constraints is None or not constraints.any):
         merged = _contraction(problem)
         if merged.merged:
             problem, ctx = merged.problem, _Expanded(ctx, merged)
-    kind = spec["kind"]
     common: dict[str, Any] = {"random_seed": seed, "num_workers": num_workers, "should_stop": ctx.should_stop}
     if kind == "bottleneck":
         ctx.bound(bounds.bottleneck_bound(problem, k, budget, **common))
@@ -265,7 +268,7 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         ctx.bound(Bound(f"{GUESS_GROUP}[{j}]", b.value, b.status, b.wall_s, b.solver,
                         {**b.detail, "group": GUESS_GROUP, "member": j, "members": k}))
     elif kind == "exact":
-        _exact_job(problem, k, spec, ctx, budget, common, num_workers, constraints)
+        _exact_job(problem, k, spec, ctx, budget, common, num_workers, constraints, searcher)
     elif kind == "lns":
         _lns_job(problem, k, spec, ctx, seed, num_workers, constraints)
     else:
@@ -286,10 +289,12 @@ STALLED_AFTER = 2
 
 
 def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, budget: float,
-               common: dict[str, Any], num_workers: int, constraints: Constraints | None) -> None:
+               common: dict[str, Any], num_workers: int, constraints: Constraints | None,
+               searcher: tuple[PipelineProblem, Any]) -> None:
     """The exact MIP (bound and partitions) with the spectral bound next to it; on
     communication-heavy graphs without a memory limit (see :data:`LNS_AFTER_SHARE`) it then
-    becomes the LNS loop."""
+    becomes the LNS loop, on ``searcher`` (the original graph and context where ``problem``
+    and ``ctx`` are the contracted ones)."""
     from gapstop.problems.pipeline import bounds
 
     t0 = time.monotonic()
@@ -333,8 +338,14 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
     if b.status != "optimal" and not ctx.should_stop() and to_lns():
         from gapstop.problems.pipeline.lns import windows_pay
 
-        _lns_loop(problem, k, ctx, common["random_seed"], common["num_workers"], on_event,
-                  (b.detail or {}).get("blocks"), windows=windows_pay(problem, k),
+        graph, outer = searcher
+        start = (b.detail or {}).get("blocks")
+        if start is not None and isinstance(ctx, _Expanded):
+            start = ctx.expand(start)
+        # its hinted MIP's bounds go out from the original graph
+        hinted = live_bound(outer, "exact", bounds.SOLVER, 1e-4)
+        _lns_loop(graph, k, outer, common["random_seed"], common["num_workers"], lambda ev: hinted(ev.bound),
+                  start, windows=windows_pay(graph, k),
                   yield_when_stalled=bool(spec.get("yield_when_stalled")))
     spectral.join()
 
@@ -377,6 +388,9 @@ class _Expanded:
 
     def __init__(self, ctx: Any, merged: Contraction) -> None:
         self._ctx, self._merged = ctx, merged
+
+    def expand(self, blocks: Any) -> list[int]:
+        return self._merged.expand(blocks).tolist()
 
     def bound(self, b: Bound) -> None:
         detail = b.detail

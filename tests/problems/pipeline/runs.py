@@ -11,6 +11,15 @@ from gapstop.problems import registry
 from gapstop.problems.pipeline.model import PipelineProblem
 
 
+def poor_split(p: PipelineProblem, k: int, seed: int) -> Any:
+    """The optimal split of a random Kahn order: a valid, usually improvable partition."""
+    import numpy as np
+
+    from gapstop.problems.pipeline.decoder import SliceDecoder
+
+    return SliceDecoder(p, k).decode(np.random.default_rng(seed).random(p.n))
+
+
 def solve_in_process(p: PipelineProblem, k: int, tmp: Path, time_limit_s: float, target_gap: float = 0.0,
                      seed: int = 0, workers: int = 2, **kw: Any) -> dict[str, Any]:
     """The result document of one run in ``tmp / "run"`` (islands and bound jobs in threads)."""

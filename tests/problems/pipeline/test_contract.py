@@ -11,7 +11,7 @@ from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import random_dag
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
-from tests.problems.pipeline.runs import FakeJobContext
+from tests.problems.pipeline.runs import FakeJobContext, poor_split
 
 
 def _with_mergeables(base: PipelineProblem, seed: int, extra: int) -> PipelineProblem:
@@ -138,3 +138,24 @@ def test_bound_jobs_on_a_contracted_graph_report_original_partitions_and_valid_b
     exact = [b for b in ctx.bounds if b.method == "exact" and b.status == "optimal"]
     assert exact and exact[-1].value == pytest.approx(opt, rel=1e-6)
     assert min(evaluate(p, s["blocks"], k=k).objective for s, _ in ctx.solutions) == pytest.approx(opt, rel=1e-12)
+
+
+def test_the_exact_jobs_lns_searches_the_original_graph_after_a_contracted_mip() -> None:
+    """On a REGAL-style graph with mergeable nodes the MIP runs contracted and hands over to the
+    LNS, which reports partitions of the original nodes (with their schedule) that beat the start."""
+    from gapstop.problems.pipeline.generators import regal_like
+    from gapstop.problems.pipeline.run import run_bound_job
+
+    p = _with_mergeables(regal_like(31, n=60), 5, 6)
+    assert contract(p).merged >= 3
+    k = 8
+    start = poor_split(p, k, 2)
+    start_cost = evaluate(p, start.blocks, start.order, k=k).objective
+    ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
+    run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, num_workers=1)
+    sources = {s for _, s in ctx.solutions}
+    assert "mip-lns" in sources
+    for sol, source in ctx.solutions:
+        assert len(sol["blocks"]) == p.n
+        if source == "mip-lns":
+            assert evaluate(p, sol["blocks"], sol["order"], k=k).objective < start_cost

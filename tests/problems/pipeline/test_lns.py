@@ -13,21 +13,14 @@ import numpy as np
 import pytest
 
 from gapstop.problems.pipeline import bounds
-from gapstop.problems.pipeline.decoder import SliceDecoder
 from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import random_dag, regal_like
 from gapstop.problems.pipeline.lns import StageLNS, stage_costs
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
-from tests.problems.pipeline.runs import FakeJobContext
+from tests.problems.pipeline.runs import FakeJobContext, poor_split
 
 pytestmark = pytest.mark.mip
-
-
-def _poor_split(p: PipelineProblem, k: int, seed: int) -> Any:
-    """The optimal split of a random Kahn order: a valid, usually improvable partition."""
-    dec = SliceDecoder(p, k)
-    return dec.decode(np.random.default_rng(seed).random(p.n))
 
 
 def _window_brute_force(p: PipelineProblem, labels: np.ndarray, a: int, w: int) -> float:
@@ -54,7 +47,7 @@ def test_window_optimum_equals_brute_force(i: int) -> None:
     p = random_dag(6 + i % 3, 8100 + i, memory=False, bandwidth=(1.0, 0.7, 3.0)[i % 3])
     k = 3
     lns = StageLNS(p, k, np.random.default_rng(i))
-    start = _poor_split(p, k, i)
+    start = poor_split(p, k, i)
     lns.reset(start.blocks, start.order)
     cur = lns.current
     assert cur is not None
@@ -87,7 +80,7 @@ def test_window_optimum_equals_brute_force(i: int) -> None:
 def test_kept_moves_rescore_equal_and_never_worsen() -> None:
     p = regal_like(2026, n=45)
     k = 4
-    start = _poor_split(p, k, 1)
+    start = poor_split(p, k, 1)
     lns = StageLNS(p, k, np.random.default_rng(0))
     lns.reset(start.blocks, start.order)
     prev = lns.current.objective
@@ -113,7 +106,7 @@ def test_hinted_exact_mip_still_equals_brute_force(i: int) -> None:
     p = random_dag(4 + (i // 4) % 5, 7000 + i, memory=False, bandwidth=(1.0, 0.7, 3.0)[i % 3])
     for k in (2, 3):
         opt = reference.brute_force(p, k)
-        hint = _poor_split(p, k, i).blocks.tolist()
+        hint = poor_split(p, k, i).blocks.tolist()
         b = bounds.exact_bound(p, k, 10.0, hint=hint)
         assert b.status == "optimal"
         # as in test_bounds: the proven value within the integer scale's rounding, the partition exact
@@ -126,7 +119,7 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
 
     p = regal_like(77, n=40)
     k = 4
-    start = _poor_split(p, k, 5)
+    start = poor_split(p, k, 5)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
     ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 3.0)
     _lns_loop(p, k, ctx, 0, 1, lambda ev: None)
@@ -155,7 +148,7 @@ def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
 
     p = regal_like(31, n=60)
     k = 8
-    start = _poor_split(p, k, 2)
+    start = poor_split(p, k, 2)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
     ctx = _SourcesCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
     run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, num_workers=1)
@@ -188,19 +181,19 @@ def test_the_lns_yields_its_slot_once_stalled_only_when_asked(monkeypatch: pytes
 
     monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
     p, k = regal_like(12, n=16), 4
-    ctx = _from_poor_split(p, k, 1, 60.0)
+    ctx = _frompoor_split(p, k, 1, 60.0)
     t0 = time.monotonic()
     run._lns_loop(p, k, ctx, 0, 1, lambda ev: None, yield_when_stalled=True)
     assert time.monotonic() - t0 < 30.0 and not ctx.should_stop()
     _check_reported(p, k, ctx)
-    ctx = _from_poor_split(p, k, 1, 2.0)
+    ctx = _frompoor_split(p, k, 1, 2.0)
     run._lns_loop(p, k, ctx, 0, 1, lambda ev: None)
     assert ctx.should_stop()
     _check_reported(p, k, ctx)
 
 
-def _from_poor_split(p: PipelineProblem, k: int, seed: int, seconds: float) -> _SourcesCtx:
-    start = _poor_split(p, k, seed)
+def _frompoor_split(p: PipelineProblem, k: int, seed: int, seconds: float) -> _SourcesCtx:
+    start = poor_split(p, k, seed)
     cost = evaluate(p, start.blocks, start.order, k=k).objective
     return _SourcesCtx(cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, seconds)
 
@@ -220,7 +213,7 @@ def test_the_lns_job_runs_from_the_incumbent_and_skips_memory_graphs(monkeypatch
 
     monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
     p, k = regal_like(31, n=60), 8
-    ctx = _from_poor_split(p, k, 2, 4.0)
+    ctx = _frompoor_split(p, k, 2, 4.0)
     run.run_bound_job(p, k, {"kind": "lns", "yield_when_stalled": True, "turn": 1}, ctx, seed=0, num_workers=1)
     assert "mip-lns" in ctx.sources
     _check_reported(p, k, ctx)
