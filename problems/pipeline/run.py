@@ -241,8 +241,8 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     """Run one bound job, reporting through ``ctx`` (``bound``, ``solution``, ``incumbent``,
     ``time_left``, ``should_stop``, ``ready``: see :class:`engine.workers.JobContext`). Every
     bound of the unconstrained problem bounds the constrained one; only the exact MIP adds
-    ``constraints`` (the linear ones). Without constraints the job runs on the graph's
-    dominance contraction (:mod:`problems.pipeline.contract`), which has the same optimum:
+    ``constraints`` (the linear ones). Without constraints every job but the LNS runs on the
+    graph's dominance contraction (:mod:`problems.pipeline.contract`), which has the same optimum:
     tv-style Swin-T (783 nodes, 339 merged) at k = 16 proved optimal in 42 s where the
     full graph's MIP ended its 60 s at a 19 % gap (BENCHMARKS.md)."""
     from gapstop.problems.pipeline import bounds
