@@ -61,12 +61,15 @@ def test_pretrain_then_solve_with_the_policy(corpus: Path, tmp_path: Path) -> No
     assert len(meta["history"]) == 3  # one per PPO iteration of 20 rollouts
     g = tmp_path / "g.json"
     save_graph(random_dag(9, 4), g)
+    # one island, island 0, which is the policy's: with a second (BRKGA) island beside it, the
+    # island that reports a shared best partition first is a race
     res = CliRunner().invoke(main, ["pipeline", "solve", str(g), "-k", "3", "--ring", "--policy", str(out),
-                                    "--finetune", "--in-process", "--no-bounds", "--time-limit", "3", "--quiet",
-                                    "--out", str(tmp_path / "r.json")])
+                                    "--finetune", "--in-process", "--islands", "1", "--no-bounds", "--time-limit", "3",
+                                    "--quiet", "--out", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["found_by"] == "search-0" and doc["constraints"]["ring"]  # island 0 is the policy's
+    assert list(doc["workers"]["evals"]) == ["search-0"] and doc["workers"]["evals"]["search-0"] > 0
+    assert doc["found_by"] == "search-0" and doc["constraints"]["ring"]
 
 
 def test_a_bad_policy_file_is_one_line(tmp_path: Path) -> None:
