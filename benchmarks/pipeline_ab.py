@@ -58,10 +58,9 @@ def _run(tree: str, graph: Path, k: int, seconds: float, out: Path) -> dict:
     if proc.returncode != 0 or not out.exists():
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:], "wall_s": wall}
     doc = json.loads(out.read_text())
-    obj, lb = doc.get("objective"), (doc.get("lower_bound") or {}).get("value") if isinstance(
-        doc.get("lower_bound"), dict) else doc.get("lower_bound")
+    obj, lb = doc.get("objective"), doc.get("lower_bound")
     return {"objective": obj, "bound": lb, "ratio": obj / lb if obj and lb else math.inf, "wall_s": wall,
-            "stopped": doc.get("stopped_because") or doc.get("stopped")}
+            "stopped": doc.get("stopped_because")}
 
 
 def main() -> None:
