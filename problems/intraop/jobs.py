@@ -120,7 +120,6 @@ def neighbourhood_moves(prep: Any, ctx: Any, end: float, seed: int) -> None:
             moves.offer(np.asarray(sol, dtype=np.int64), int(cost))
 
 
-
 def _incumbent_cost(ctx: Any) -> Callable[[], float | None]:
     """The run's incumbent cost, asked at most once a second (the answer carries the
     solution): it steers the Polyak step size, and the searches keep lowering it."""

@@ -54,14 +54,11 @@ class Contraction:
         group: int64[original n], the merged node of each original node.
         keep: int64[problem.n], the original node each merged node was kept as (the one
             that never moved in the rules' moves).
-        rank: int64[original n], each original node's position in one topological order of
-            the original graph (orders the members of a merged node).
     """
 
     problem: PipelineProblem
     group: NDArray[np.int64]
     keep: NDArray[np.int64]
-    rank: NDArray[np.int64]
 
     @property
     def merged(self) -> int:
@@ -71,14 +68,6 @@ class Contraction:
     def expand(self, blocks: NDArray[np.int64]) -> NDArray[np.int64]:
         """Stage labels of the original nodes from those of the merged nodes (same cost)."""
         return np.asarray(blocks, dtype=np.int64)[self.group]
-
-    def expand_order(self, order: NDArray[np.int64]) -> NDArray[np.int64]:
-        """A schedule of the original nodes from one of the merged nodes: each merged node's
-        members in topological order, in its place. An edge between two merged nodes goes
-        forward in ``order``, one inside a merged node forward in :attr:`rank`."""
-        pos = np.empty(self.problem.n, dtype=np.int64)
-        pos[np.asarray(order, dtype=np.int64)] = np.arange(self.problem.n)
-        return np.lexsort((self.rank, pos[self.group])).astype(np.int64)
 
     def project(self, blocks: NDArray[np.int64]) -> NDArray[np.int64]:
         """Stage labels of the merged nodes from any partition of the original graph: each
@@ -173,27 +162,10 @@ def contract(problem: PipelineProblem) -> Contraction:
                              size_out=np.array([out[v] for v in keep], dtype=np.int64),
                              edges=edges, bandwidth=problem.bandwidth, memory=None, names=names,
                              meta=dict(problem.meta))
-    return Contraction(merged, group, np.array(keep, dtype=np.int64), _topological_rank(problem))
+    return Contraction(merged, group, np.array(keep, dtype=np.int64))
 
 
 def _identity(problem: PipelineProblem) -> Contraction:
     ids = np.arange(problem.n, dtype=np.int64)
-    return Contraction(problem, ids, ids, _topological_rank(problem))
+    return Contraction(problem, ids, ids)
 
-
-def _topological_rank(problem: PipelineProblem) -> NDArray[np.int64]:
-    """Position of each node in a topological order (Kahn's, smallest index first)."""
-    n = problem.n
-    indeg = np.diff(problem.pred_ptr).astype(np.int64)
-    ready = [v for v in range(n) if indeg[v] == 0]
-    rank = np.empty(n, dtype=np.int64)
-    i = 0
-    while ready:
-        u = ready.pop()
-        rank[u] = i
-        i += 1
-        for w in problem.succ[problem.succ_ptr[u]:problem.succ_ptr[u + 1]].tolist():
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    return rank
