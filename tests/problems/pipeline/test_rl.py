@@ -39,9 +39,10 @@ def test_forward_gives_distributions_over_exactly_the_chips(n: int, chips: int) 
     assert logits.shape == (4, n, chips) and value.shape == (4,)
 
 
-def _trained(problem, cons, samples: int, seed: int, lr: float = 3e-3) -> tuple[PPOTrainer, object]:
+def _trained(problem, cons, samples: int, seed: int) -> tuple[PPOTrainer, object]:
+    """A small policy trained on one graph with the product's PPO settings (:class:`PPOConfig`'s defaults)."""
     torch.manual_seed(seed)
-    trainer = PPOTrainer(Policy(SMALL), PPOConfig(lr=lr), seed=seed)
+    trainer = PPOTrainer(Policy(SMALL), PPOConfig(), seed=seed)
     task = trainer.task(problem, cons)
     while task.samples < samples:
         trainer.iterate(task)
@@ -66,7 +67,10 @@ def test_one_ppo_update_raises_the_log_probability_of_the_best_rollout() -> None
 
 def test_trained_policy_finds_the_brute_force_optimum_more_often_than_uniform_sampling() -> None:
     # one seed's training is noisy on so small a graph (it may settle next to the optimum),
-    # so the counts are summed over three seeds against the same number of uniform draws
+    # so the counts are summed over three seeds against the same number of uniform draws.
+    # With 10x the default learning rate and 400 samples, every seed settled on 45-46 (the
+    # optimum is 39), the basin that 136 of 600 uniform draws land in; with the defaults and
+    # 1,000 samples one seed of three settles on the optimum (196 of 200 draws), the others on 40-46.
     p = random_dag(8, seed=11)
     cons = Constraints(3, ring=True)
     opt = constrained_optimum(p, 3, ring=True, triangle=False)
@@ -74,7 +78,7 @@ def test_trained_policy_finds_the_brute_force_optimum_more_often_than_uniform_sa
     draws = 200
     hits_policy = 0
     for seed in range(3):
-        trainer, task = _trained(p, cons, samples=400, seed=seed)
+        trainer, task = _trained(p, cons, samples=1000, seed=seed)
         assert task.best_cost >= opt - 1e-9  # never below the brute-force optimum
         hits_policy += sum(o.objective is not None and math.isclose(o.objective, opt)
                            for o in trainer.collect(task, draws).rollouts)
