@@ -14,7 +14,7 @@ import functools
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -343,8 +343,7 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
         if start is not None and isinstance(ctx, _Expanded):
             start = ctx.expand(start)
         # its hinted MIP's bounds go out from the original graph
-        hinted = live_bound(outer, "exact", bounds.SOLVER, 1e-4)
-        _lns_loop(graph, k, outer, common["random_seed"], common["num_workers"], lambda ev: hinted(ev.bound),
+        _lns_loop(graph, k, outer, common["random_seed"], common["num_workers"], _hinted_bounds(outer),
                   start, windows=windows_pay(graph, k),
                   yield_when_stalled=bool(spec.get("yield_when_stalled")))
     spectral.join()
@@ -356,24 +355,27 @@ def _lns_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any, s
     the run's incumbent, until the run stops or, with ``spec["yield_when_stalled"]``, it stalls.
     Its hinted-MIP bounds go out as ``exact``. Nothing to do with a memory limit or MCM
     constraints, which the LNS does not model."""
-    from gapstop.problems.pipeline import bounds
     from gapstop.problems.pipeline.lns import windows_pay
 
     if problem.memory is not None or (constraints is not None and constraints.any):
         return
-    report = live_bound(ctx, "exact", bounds.SOLVER, 1e-4)
-
-    def on_event(ev: Any) -> None:   # the hinted MIP's bounds (its partitions go out as "mip-hinted")
-        report(ev.bound)
-
     # a seed of its own per turn, and the search goes on where the previous turn (the exact
     # job's LNS first) stalled: the windows were all tried from the incumbent, and the hinted
     # MIP's slices go on doubling; its long hinted solves are what finds the late gains
     # (regal_000, k = 4, 300 s: 7293 -> 7201 in slices of 64 s)
     turn = int(spec.get("turn", 0))
-    _lns_loop(problem, k, ctx, seed + 7919 * (turn + 1), max(EXACT_MIN_THREADS, num_workers), on_event,
+    _lns_loop(problem, k, ctx, seed + 7919 * (turn + 1), max(EXACT_MIN_THREADS, num_workers), _hinted_bounds(ctx),
               windows=windows_pay(problem, k), yield_when_stalled=bool(spec.get("yield_when_stalled")),
               hinted_from=STALLED_AFTER * (turn + 1))
+
+
+def _hinted_bounds(ctx: Any) -> Callable[[Any], None]:
+    """The LNS loop's ``on_event``: its hinted MIP's bounds go out through ``ctx`` as ``exact``
+    (steps of 1e-4 live, as the exact MIP's); its partitions it reports itself, as ``mip-hinted``."""
+    from gapstop.problems.pipeline import bounds
+
+    report = live_bound(ctx, "exact", bounds.SOLVER, 1e-4)
+    return lambda ev: report(ev.bound)
 
 
 @functools.lru_cache(maxsize=4)

@@ -181,18 +181,18 @@ def test_the_lns_yields_its_slot_once_stalled_only_when_asked(monkeypatch: pytes
 
     monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
     p, k = regal_like(12, n=16), 4
-    ctx = _frompoor_split(p, k, 1, 60.0)
+    ctx = _from_poor_split(p, k, 1, 60.0)
     t0 = time.monotonic()
     run._lns_loop(p, k, ctx, 0, 1, lambda ev: None, yield_when_stalled=True)
     assert time.monotonic() - t0 < 30.0 and not ctx.should_stop()
     _check_reported(p, k, ctx)
-    ctx = _frompoor_split(p, k, 1, 2.0)
+    ctx = _from_poor_split(p, k, 1, 2.0)
     run._lns_loop(p, k, ctx, 0, 1, lambda ev: None)
     assert ctx.should_stop()
     _check_reported(p, k, ctx)
 
 
-def _frompoor_split(p: PipelineProblem, k: int, seed: int, seconds: float) -> _SourcesCtx:
+def _from_poor_split(p: PipelineProblem, k: int, seed: int, seconds: float) -> _SourcesCtx:
     start = poor_split(p, k, seed)
     cost = evaluate(p, start.blocks, start.order, k=k).objective
     return _SourcesCtx(cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, seconds)
@@ -213,7 +213,7 @@ def test_the_lns_job_runs_from_the_incumbent_and_skips_memory_graphs(monkeypatch
 
     monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
     p, k = regal_like(31, n=60), 8
-    ctx = _frompoor_split(p, k, 2, 4.0)
+    ctx = _from_poor_split(p, k, 2, 4.0)
     run.run_bound_job(p, k, {"kind": "lns", "yield_when_stalled": True, "turn": 1}, ctx, seed=0, num_workers=1)
     assert "mip-lns" in ctx.sources
     _check_reported(p, k, ctx)
