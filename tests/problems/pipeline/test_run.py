@@ -72,3 +72,18 @@ def test_head_start_extension_follows_the_spectral_bound() -> None:
     assert extend_head_start(spectral(within, True), lb, 0.0) is True
     assert extend_head_start(spectral(above, True), lb, 0.0) is False
     assert extend_head_start(spectral(50.0, True), None, 0.0) is True
+
+
+@pytest.mark.mip
+def test_exact_job_adds_the_heaviest_block_bound_where_communication_matters() -> None:
+    from gapstop.problems.pipeline.evaluate import evaluate
+    from gapstop.problems.pipeline.generators import regal_like
+
+    p = regal_like(7, n=80)   # heaviest-block 1.03 x spectral at k = 4 (test_heaviest_block)
+    ctx = _Ctx(15.0)
+    run_bound_job(p, 4, {"kind": "exact"}, ctx, seed=0, num_workers=1)
+    best = {m: max((b.value for b in ctx.bounds if b.method == m), default=-1.0)
+            for m in ("spectral", "heaviest-block")}
+    assert best["heaviest-block"] > 1.01 * best["spectral"] > 0, best
+    found = min(evaluate(p, sol["blocks"], sol.get("order"), k=4).objective for sol in ctx.solutions)
+    assert best["heaviest-block"] <= found

@@ -1,0 +1,146 @@
+"""The heaviest-block bound: its model against exhaustive enumeration of convex sets, and its
+value against the brute-force optimum (also in test_bounds' 300-graph sweep, which runs every
+method of ``bounds.METHODS``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from gapstop.problems.pipeline import _mip, bounds, heaviest_block
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import random_dag, regal_like
+from gapstop.problems.pipeline.model import PipelineProblem
+from tests.problems.pipeline import reference
+
+pytestmark = pytest.mark.mip
+
+
+def _reach(p: PipelineProblem) -> list[set[int]]:
+    """Strict descendants of each node, by repeated search (naive)."""
+    sc = reference.succs(p)
+    out = []
+    for v in range(p.n):
+        seen: set[int] = set()
+        stack = list(sc[v])
+        while stack:
+            w = stack.pop()
+            if w not in seen:
+                seen.add(w)
+                stack.extend(sc[w])
+        out.append(seen)
+    return out
+
+
+def _h_by_enumeration(p: PipelineProblem, k: int, pi: list[int]) -> Fraction:
+    """min over convex S with k * pi(S) >= pi(V) of work(S) + cut(S) / B, exactly."""
+    desc = _reach(p)
+    sc = reference.succs(p)
+    total = sum(pi)
+    best: Fraction | None = None
+    for r in range(1, p.n + 1):
+        for S in map(set, itertools.combinations(range(p.n), r)):
+            if k * sum(pi[v] for v in S) < total:
+                continue
+            # convex: no node outside S lies between two nodes of S
+            if any(w not in S and any(w in desc[u] for u in S) and any(v in desc[w] for v in S)
+                   for w in range(p.n)):
+                continue
+            cost = sum((Fraction(float(p.work[v])) for v in S), Fraction(0))
+            for u in range(p.n):
+                crosses = bool(sc[u] - S) if u in S else bool(sc[u] & S)
+                if crosses:
+                    cost += Fraction(int(p.size_out[u])) / Fraction(p.bandwidth)
+            best = cost if best is None else min(best, cost)
+    assert best is not None   # S = V always qualifies
+    return best
+
+
+def _cases() -> list[tuple[PipelineProblem, int, list[int]]]:
+    rng = np.random.default_rng(5)
+    out = []
+    for i in range(48):
+        p = random_dag(4 + i % 5, 900 + i, memory=i % 2 == 0, bandwidth=(1.0, 0.7, 3.0)[i % 3]) if i % 4 \
+            else regal_like(300 + i, n=7)
+        k = 2 + i % 3
+        kind = i % 3
+        if kind == 0:
+            pi = heaviest_block.integer_weights(p.work)
+        elif kind == 1:
+            pi = heaviest_block.integer_weights(p.work + 0.3 * heaviest_block.touched_bytes(p))
+        else:
+            pi = rng.integers(0, 5, p.n)     # arbitrary weights, zeros included
+        out.append((p, k, [int(x) for x in pi]))
+    return out
+
+
+def test_model_value_is_the_enumerated_minimum() -> None:
+    for i, (p, k, pi) in enumerate(_cases()):
+        exact = _h_by_enumeration(p, k, pi)
+        value, status = heaviest_block.block_value(p, k, np.array(pi, dtype=np.int64), 10.0)
+        assert status == "optimal", (i, status)
+        assert value <= float(exact), (i, value, float(exact))
+        assert value == pytest.approx(float(exact), rel=1e-6, abs=1e-9), (i, value, float(exact))
+
+
+def test_coarse_scale_rounds_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_mip, "SCALE_TARGET", 2 ** 7)
+    for i, (p, k, pi) in enumerate(_cases()[:24]):
+        exact = _h_by_enumeration(p, k, pi)
+        value, _ = heaviest_block.block_value(p, k, np.array(pi, dtype=np.int64), 10.0)
+        assert value <= float(exact), (i, value, float(exact))
+
+
+def test_valid_on_communication_heavy_brute_force_graphs() -> None:
+    # regal_like graphs of 7 nodes at k = 2 and 3, the spectral bound's brute-force cases too
+    cases = [(regal_like(200 + i, n=7), k) for i in range(30) for k in (2, 3)]
+    values = [bounds.heaviest_block_bound(p, k, 10.0).value for p, k in cases]
+    opts = [reference.brute_force(p, k) for p, k in cases]
+    bad = [(i, v, o) for i, (v, o) in enumerate(zip(values, opts)) if v > o * (1 + 1e-12)]
+    assert not bad
+    # and it is not vacuous: above the spectral bound on some of them
+    assert any(v > bounds.spectral_bound(p, k, 2.0).value for v, (p, k) in zip(values, cases))
+
+
+def test_memory_is_ignored_not_assumed() -> None:
+    # with a memory limit the true block cost only grows: the bound of the limited graph is the
+    # unlimited one's, never more
+    p = random_dag(7, 4242, memory=True)
+    free = dataclasses.replace(p, memory=None)
+    for k in (2, 3):
+        assert bounds.heaviest_block_bound(p, k, 10.0).value == bounds.heaviest_block_bound(free, k, 10.0).value
+        assert bounds.heaviest_block_bound(p, k, 10.0).value <= reference.brute_force(free, k) * (1 + 1e-12)
+
+
+def test_beats_the_spectral_bound_where_measured() -> None:
+    p = regal_like(7, n=80)
+    spec = bounds.spectral_bound(p, 4, 10.0).value
+    hb = bounds.heaviest_block_bound(p, 4, 30.0)
+    assert hb.value >= 1.02 * spec, (hb.value, spec)   # measured 1.0298 (mu = 0.1)
+    assert hb.detail["mu"] > 0   # the plain heaviest block (mu = 0) gave 1.0097
+
+
+def test_stops_and_reports() -> None:
+    p = regal_like(11, n=300)
+    seen: list[float] = []
+    t0 = time.perf_counter()
+    b = bounds.heaviest_block_bound(p, 4, 60.0, should_stop=lambda: time.perf_counter() - t0 > 1.0,
+                                    on_improve=seen.append)
+    assert time.perf_counter() - t0 < 5.0
+    assert b.status in ("bound-only", "timeout")
+    if seen:
+        assert b.value == max(seen)
+    # no more than one block holding everything (a partition into <= k blocks)
+    assert b.value <= evaluate(p, [0] * p.n, k=4).objective
+
+
+def test_bad_weights() -> None:
+    with pytest.raises(ValueError):
+        heaviest_block.integer_weights([1.0, -1.0])
+    with pytest.raises(ValueError):
+        heaviest_block.integer_weights([1.0, float("nan")])
