@@ -79,8 +79,14 @@ def test_exact_job_adds_the_heaviest_block_bound_where_communication_matters() -
     from gapstop.problems.pipeline.evaluate import evaluate
     from gapstop.problems.pipeline.generators import regal_like
 
+    class _Stopping(_Ctx):
+        """Asks the job to stop at its deadline, as the driver does (the LNS runs until then)."""
+
+        def should_stop(self) -> bool:
+            return self.time_left() <= 0.0
+
     p = regal_like(7, n=80)   # heaviest-block 1.03 x spectral at k = 4 (test_heaviest_block)
-    ctx = _Ctx(15.0)
+    ctx = _Stopping(15.0)
     run_bound_job(p, 4, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     best = {m: max((b.value for b in ctx.bounds if b.method == m), default=-1.0)
             for m in ("spectral", "heaviest-block")}
