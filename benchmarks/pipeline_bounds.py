@@ -1,8 +1,8 @@
 """Benchmark of the MTPP lower bounds on the bundled graphs (not a test).
 
 For every graph and k, prints one row: the simple bound, the spectral bound, the heaviest-block
-bound, the three-superblock ``bottleneck`` bound, guess-the-bottleneck (min over j) and the exact MIP bound,
-each with its wall time, the best partition of one BRKGA island searching for
+bound, the three-superblock ``bottleneck`` bound, guess-the-bottleneck (min over j) and the exact
+MIP bound, each with its wall time, the best partition of one BRKGA island searching for
 ``--search-seconds`` (``search``), the better of that and the exact MIP's partition,
 both re-scored by the evaluator (``best-ub``), and the certified gap
 ``1 - best_lb / best_ub``.

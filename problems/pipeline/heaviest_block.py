@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import time
-from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -36,7 +35,7 @@ from numpy.typing import NDArray
 
 from gapstop.engine.records import Bound
 from gapstop.problems.pipeline import _mip
-from gapstop.problems.pipeline.closed_form import check_k
+from gapstop.problems.pipeline.closed_form import check_k, working_set_bytes
 from gapstop.problems.pipeline.model import PipelineProblem
 
 cp_model = _mip.cp_model
@@ -54,14 +53,11 @@ PI_SCALE = 10 ** 6
 
 def touched_bytes(problem: PipelineProblem) -> NDArray[np.float64]:
     """Per node, the bytes of the tensors it touches divided by B: its own output (if it has a
-    consumer) plus the outputs of its distinct producers. float64[n]."""
-    n = problem.n
-    has_cons = np.diff(problem.succ_ptr) > 0
-    t = np.where(has_cons, problem.size_out, 0).astype(np.float64)
-    for v in range(n):
-        producers = np.unique(problem.pred[problem.pred_ptr[v]:problem.pred_ptr[v + 1]])
-        t[v] += float(problem.size_out[producers].sum())
-    return t / float(problem.bandwidth)
+    consumer) plus the outputs of its producers (the working set without a sink's own output).
+    float64[n]."""
+    sink = np.diff(problem.succ_ptr) == 0
+    t = working_set_bytes(problem) - np.where(sink, problem.size_out, 0)
+    return t.astype(np.float64) / float(problem.bandwidth)
 
 
 def integer_weights(pi: Sequence[float] | NDArray[np.float64]) -> NDArray[np.int64]:
@@ -143,8 +139,8 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
     raise the bound, at once after a solve that was not proven optimal and left the bound
     at most ``floor`` (a larger mu is harder to prove: its knapsack row binds more), at the
     time limit, or when ``should_stop()`` says so. ``floor`` is the best bound known from
-    elsewhere (the spectral one in a run): below it, the values may still rise with mu. ``on_improve(value)``
-    reports every rise. Other keyword arguments (the MIP methods' options) are ignored.
+    elsewhere (the spectral one in a run): below it, the values may still rise with mu.
+    ``on_improve(value)`` reports every rise. Other keyword arguments (the MIP methods' options) are ignored.
     ``detail``: ``k``, ``mu`` (the best), ``tried`` (list of [mu, value, status]).
     """
     t0 = time.perf_counter()
@@ -162,19 +158,15 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
         value, status = block_value(problem, k, pi, min(left, eval_cap_s), num_workers=num_workers,
                                     random_seed=random_seed, should_stop=stop)
         tried.append([mu, value, status])
+        before = best
         if value > best:
-            useful = value > floor
             best, best_mu, since = value, mu, 0
             if on_improve is not None and math.isfinite(value):
                 on_improve(value)
-            if status != "optimal" and not useful:
-                break
-        elif status != "optimal":
-            break
         else:
             since += 1
-            if since >= PATIENCE:
-                break
+        if since >= PATIENCE or (status != "optimal" and value <= max(before, floor)):
+            break
     status = "bound-only" if tried else "timeout"
     return Bound("heaviest-block", best, status, time.perf_counter() - t0, "cp-sat",
                  {"k": k, "mu": best_mu, "tried": tried})

@@ -503,7 +503,8 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
                         delay_s: float = 0.0, proven: threading.Event | None = None) -> threading.Thread:
     """Start the spectral bound in a thread next to the exact MIP, not before it: it takes
     seconds and is strong where the MIP's bound is weak (communication-heavy graphs), but
-    must not delay a MIP that proves optimality within seconds. ``delay_s``: wait this
+    must not delay a MIP that proves optimality within seconds. Where communication
+    matters, the heaviest-block bound follows it in the same thread. ``delay_s``: wait this
     long first (the MIP's head start), unless the run stops. Once ``proven`` is set the
     thread ends at once (the job then ends without waiting for the driver's stop)."""
     from gapstop.problems.pipeline import bounds
