@@ -19,15 +19,29 @@ boundary is then large: on REGAL-style graphs this is 2-8 % above the spectral b
 at k = 8 and 16 (BENCHMARKS.md). The bound tries a few ``mu`` and keeps the best; every
 value it reports is valid on its own.
 
+How a weighting is bounded: by caps, not by minimising. CP-SAT's proven bound on the
+minimum of this model barely moves on graphs above about 80 nodes at k = 4 (its LP
+relaxation zeroes the cut), but adding ``work(S) + cut(S) / B <= U`` for a ``U`` a little
+above the best bound known and proving the model infeasible takes a second or two there,
+and certifies ``H(pi) > U``. :func:`weighting_bound` climbs such caps from a start value
+(the spectral bound in a run) and stops at the first cap it cannot refute: on
+regal_001/003/007 at k = 4 that is 1-2 % above the spectral bound where minimising proved
+nothing in the same 8 s (BENCHMARKS.md). A capped solve that finds the optimum below its
+cap gives ``H(pi)`` exactly; one stopped early gives ``min(its proven bound, U)``, valid
+whether or not ``H(pi) <= U``.
+
 Rounding (as in :mod:`problems.pipeline._mip`): costs are scaled by a power of two and
 rounded down, ``pi`` is an integer vector used exactly, and the right side is
-``ceil(pi(V) / k)``, which every true block satisfying ``pi(P) >= pi(V) / k`` meets.
+``ceil(pi(V) / k)``, which every true block satisfying ``pi(P) >= pi(V) / k`` meets. A cap
+``U`` becomes ``floor(s U)`` scaled units; refuting it shows every block's scaled cost is at
+least one unit more, so the bound reported is that unit count over ``s``, nudged down.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -35,7 +49,7 @@ from numpy.typing import NDArray
 
 from gapstop.engine.records import Bound
 from gapstop.problems.pipeline import _mip
-from gapstop.problems.pipeline.closed_form import check_k, working_set_bytes
+from gapstop.problems.pipeline.closed_form import check_k, simple_bound, working_set_bytes
 from gapstop.problems.pipeline.model import PipelineProblem
 
 cp_model = _mip.cp_model
@@ -45,8 +59,13 @@ cp_model = _mip.cp_model
 MUS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 #: The ascent over MUS ends after this many values in a row that do not raise the bound.
 PATIENCE = 2
-#: Longest solve of one weighting (seconds); a solve stopped early still gives a valid bound.
+#: Longest time spent on one weighting (seconds); a solve stopped early still gives a valid bound.
 EVAL_CAP_S = 8.0
+#: The first cap lies this far above the start value (relative); it doubles after a refutation
+#: that took under a quarter of its allowance and halves after a cap that was not refuted.
+STEP = 0.01
+#: A weighting's climb ends when its step would fall below this (relative).
+MIN_STEP = 0.0025
 #: Integer weights are scaled so that the largest is this (exact arithmetic up to n * PI_SCALE).
 PI_SCALE = 10 ** 6
 
@@ -114,17 +133,109 @@ def build_model(problem: PipelineProblem, k: int, pi: NDArray[np.int64]) -> _mip
                                objective_low=0, slack=0, scaled=sc)
 
 
+def _solve(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float, cap: int | None, *,
+           num_workers: int, random_seed: int, should_stop: Callable[[], bool] | None
+           ) -> tuple[float, str, int | None]:
+    """Minimise the model of ``H(pi)`` with the scaled objective at most ``cap`` units (None: no
+    cap): (valid lower bound on ``H(pi)``, status, best objective found in units or None)."""
+    pm = build_model(problem, k, pi)
+    refuted = -math.inf
+    if cap is not None:
+        pm.model.add(pm.objective <= cap)
+        refuted = _mip.to_value(pm, cap + 1, problem.n)
+    status, value, solver, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
+                                          random_seed=random_seed, should_stop=should_stop)
+    found = round(solver.objective_value) if status in ("optimal", "feasible") else None
+    if status == "infeasible":
+        return refuted, status, None
+    if status != "optimal" and cap is not None:
+        value = min(value, refuted)
+    return value, status, found
+
+
 def block_value(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float, *,
-                num_workers: int = 1, random_seed: int = 0,
+                at_most: float | None = None, num_workers: int = 1, random_seed: int = 0,
                 should_stop: Callable[[], bool] | None = None) -> tuple[float, str]:
-    """A valid lower bound on OPT from the weighting ``pi`` (int64[n], non-negative):
-    (value, solver status). ``value`` is ``H(pi)`` when the status is ``optimal``."""
+    """A valid lower bound on ``H(pi)``, hence on OPT, from the weighting ``pi`` (int64[n],
+    non-negative): (value, solver status).
+
+    Without ``at_most`` the model is minimised; ``value`` is ``H(pi)`` when the status is
+    ``optimal``. With ``at_most = U`` the model also requires ``work(S) + cut(S) / B <= U``:
+    status ``infeasible`` proves ``H(pi) > U`` and ``value`` is then at least ``U`` (module
+    docstring); ``optimal`` gives ``H(pi)`` (which is at most ``U``); otherwise ``value`` is
+    the smaller of the proven bound and the cap.
+    """
     if problem.n == 0:
         return 0.0, "optimal"
-    pm = build_model(problem, k, np.asarray(pi, dtype=np.int64))
-    status, value, _, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
-                                     random_seed=random_seed, should_stop=should_stop)
+    cap = None if at_most is None else _mip.scale(problem).floor_of(Fraction(float(at_most)))
+    value, status, _ = _solve(problem, k, np.asarray(pi, dtype=np.int64), time_limit_s, cap,
+                              num_workers=num_workers, random_seed=random_seed, should_stop=should_stop)
     return value, status
+
+
+def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float,
+                    start: float, *, num_workers: int = 1, random_seed: int = 0,
+                    should_stop: Callable[[], bool] | None = None) -> tuple[float, str, list[list[Any]]]:
+    """A valid lower bound on ``H(pi)`` by refuting caps above ``start`` (module docstring):
+    (value, status of the last solve, steps as [cap in units, value, status]).
+
+    ``start`` only places the first cap, ``start * (1 + STEP)``, and need not be valid; with a
+    ``start`` that is not positive and finite the model is minimised once instead. A refuted
+    cap becomes the next start. A cap that is not refuted but under which a block was found
+    bounds ``H(pi)`` from above: the next cap bisects, and once within ``4 MIN_STEP`` of the
+    found block's cost lies just below it (refuting that proves the block optimal). Each solve
+    gets half the time left (all of it for the last try); the climb ends at a solved optimum,
+    when the next cap would gain less than :data:`MIN_STEP`, at the time limit or when
+    ``should_stop()`` says so.
+    """
+    t0 = time.perf_counter()
+    stop = should_stop or (lambda: False)
+    pi = np.asarray(pi, dtype=np.int64)
+    if problem.n == 0:
+        return 0.0, "optimal", []
+    lo = _mip.scale(problem).floor_of(Fraction(float(start))) if math.isfinite(start) and start > 0 else 0
+    if lo <= 0:
+        value, status, _ = _solve(problem, k, pi, time_limit_s, None, num_workers=num_workers,
+                                  random_seed=random_seed, should_stop=stop)
+        return value, status, [[None, value, status]]
+    best, status, step = -math.inf, "timeout", STEP
+    found: int | None = None     # least objective of a block found (units): H(pi) <= found
+    failed: int | None = None    # least cap neither refuted nor satisfied in its time
+    steps: list[list[Any]] = []
+    while True:
+        left = time_limit_s - (time.perf_counter() - t0)
+        if left <= 0.05 or stop():
+            break
+        last = False
+        if found is not None and found - lo <= max(1.0, 4 * MIN_STEP * lo):
+            cap, last = found - 1, True
+        else:
+            ceiling = min(x for x in (found, failed, math.inf) if x is not None)
+            cap = lo + int(min(step * lo, (ceiling - lo) / 2))
+            last = step <= MIN_STEP or ceiling < math.inf and (ceiling - lo) / 2 <= 2 * MIN_STEP * lo
+        if cap <= lo or cap - lo < MIN_STEP * lo and not (found is not None and cap == found - 1):
+            break
+        allowance = left if last else left / 2
+        t1 = time.perf_counter()
+        value, status, got = _solve(problem, k, pi, allowance, cap, num_workers=num_workers,
+                                    random_seed=random_seed, should_stop=stop)
+        steps.append([cap, value, status])
+        best = max(best, value)
+        if status == "optimal":
+            break
+        if status == "infeasible":
+            lo = cap
+            if found is None and failed is None and time.perf_counter() - t1 < allowance / 4:
+                step *= 2
+            continue
+        if got is not None:
+            found = got if found is None else min(found, got)
+        else:
+            failed = cap if failed is None else min(failed, cap)
+            step = step / 2
+        if last:
+            break
+    return best, status, steps
 
 
 def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.0, *,
@@ -133,21 +244,23 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
                          on_improve: Callable[[float], None] | None = None,
                          mus: Sequence[float] = MUS, eval_cap_s: float = EVAL_CAP_S,
                          floor: float = -math.inf, **_: Any) -> Bound:
-    """The best ``H(work + mu * touched)`` over ``mus`` found within ``time_limit_s``.
+    """The best ``H(work + mu * touched)`` bound over ``mus`` found within ``time_limit_s``.
 
-    Tries ``mus`` in order and stops after :data:`PATIENCE` values in a row that do not
-    raise the bound, at once after a solve that was not proven optimal and left the bound
-    at most ``floor`` (a larger mu is harder to prove: its knapsack row binds more), at the
-    time limit, or when ``should_stop()`` says so. ``floor`` is the best bound known from
-    elsewhere (the spectral one in a run): below it, the values may still rise with mu.
-    ``on_improve(value)`` reports every rise. Other keyword arguments (the MIP methods' options) are ignored.
-    ``detail``: ``k``, ``mu`` (the best), ``tried`` (list of [mu, value, status]).
+    Tries ``mus`` in order, each by :func:`weighting_bound` for at most ``eval_cap_s``
+    seconds, its caps climbing from the best bound known so far: ``floor`` (a valid bound
+    from elsewhere, the spectral one in a run), this bound's best, or the closed-form bound.
+    Stops after :data:`PATIENCE` values in a row that do not raise this bound, at the time
+    limit, or when ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other
+    keyword arguments (the MIP methods' options) are ignored. The value is this method's
+    own (it may lie below ``floor``). ``detail``: ``k``, ``mu`` (the best), ``tried`` (list
+    of [mu, value, status of its last solve, number of solves]).
     """
     t0 = time.perf_counter()
     check_k(problem, k)
     stop = should_stop or (lambda: False)
     work = np.asarray(problem.work, dtype=np.float64)
     touched = touched_bytes(problem)
+    closed = simple_bound(problem, k).value
     best, best_mu, since = -math.inf, None, 0
     tried: list[list[Any]] = []
     for mu in mus:
@@ -155,17 +268,18 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
         if left <= 0.05 or stop():
             break
         pi = integer_weights(work + mu * touched)
-        value, status = block_value(problem, k, pi, min(left, eval_cap_s), num_workers=num_workers,
-                                    random_seed=random_seed, should_stop=stop)
-        tried.append([mu, value, status])
-        before = best
+        value, status, steps = weighting_bound(problem, k, pi, min(left, eval_cap_s), max(best, floor, closed),
+                                               num_workers=num_workers, random_seed=random_seed,
+                                               should_stop=stop)
+        tried.append([mu, value, status, len(steps)])
+        # a rise below ``floor`` counts: the values climb with mu before they pass it (regal_000
+        # at k = 16: 1679, 1758, then 1815 above the spectral 1765)
+        since = 0 if value > best else since + 1
         if value > best:
-            best, best_mu, since = value, mu, 0
+            best, best_mu = value, mu
             if on_improve is not None and math.isfinite(value):
                 on_improve(value)
-        else:
-            since += 1
-        if since >= PATIENCE or (status != "optimal" and value <= max(before, floor)):
+        if since >= PATIENCE:
             break
     status = "bound-only" if tried else "timeout"
     return Bound("heaviest-block", best, status, time.perf_counter() - t0, "cp-sat",

@@ -96,12 +96,49 @@ def test_coarse_scale_rounds_down(monkeypatch: pytest.MonkeyPatch) -> None:
         assert value <= float(exact), (i, value, float(exact))
 
 
+def test_a_cap_is_refuted_below_the_minimum_and_met_above_it() -> None:
+    for i, (p, k, pi) in enumerate(_cases()[:24]):
+        exact = float(_h_by_enumeration(p, k, pi))
+        arr = np.array(pi, dtype=np.int64)
+        below, status = heaviest_block.block_value(p, k, arr, 10.0, at_most=exact * (1 - 1e-3))
+        assert status == "infeasible", (i, status)
+        assert exact * (1 - 1e-3) * (1 - 1e-9) <= below <= exact, (i, below, exact)
+        above, status = heaviest_block.block_value(p, k, arr, 10.0, at_most=exact * (1 + 1e-3))
+        assert status == "optimal", (i, status)
+        assert above == pytest.approx(exact, rel=1e-6) and above <= exact, (i, above, exact)
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.97, 1.0, 1.5])
+def test_climbing_caps_stays_below_the_minimum(factor: float) -> None:
+    # starts below, at and above H(pi): the climb's value never exceeds it, and from below
+    # it gets within a step of it on these small graphs
+    for i, (p, k, pi) in enumerate(_cases()[::3]):
+        exact = float(_h_by_enumeration(p, k, pi))
+        value, _, steps = heaviest_block.weighting_bound(p, k, np.array(pi, dtype=np.int64), 10.0, exact * factor)
+        assert value <= exact, (i, value, exact, steps)
+        if exact > 0:
+            assert value >= exact * (1 - 2 * heaviest_block.MIN_STEP), (i, value, exact, steps)
+
+
+def test_climbing_caps_with_coarse_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_mip, "SCALE_TARGET", 2 ** 7)
+    for i, (p, k, pi) in enumerate(_cases()[:24]):
+        exact = float(_h_by_enumeration(p, k, pi))
+        value, _, steps = heaviest_block.weighting_bound(p, k, np.array(pi, dtype=np.int64), 10.0, exact * 0.9)
+        assert value <= exact, (i, value, exact, steps)
+
+
 def test_valid_on_communication_heavy_brute_force_graphs() -> None:
     # regal_like graphs of 7 nodes at k = 2 and 3, the spectral bound's brute-force cases too
     cases = [(regal_like(200 + i, n=7), k) for i in range(30) for k in (2, 3)]
     values = [bounds.heaviest_block_bound(p, k, 10.0).value for p, k in cases]
     opts = [reference.brute_force(p, k) for p, k in cases]
     bad = [(i, v, o) for i, (v, o) in enumerate(zip(values, opts)) if v > o * (1 + 1e-12)]
+    assert not bad
+    # caps climbing from the spectral bound, as in a run
+    floored = [bounds.heaviest_block_bound(p, k, 10.0, floor=bounds.spectral_bound(p, k, 2.0).value).value
+               for p, k in cases]
+    bad = [(i, v, o) for i, (v, o) in enumerate(zip(floored, opts)) if v > o * (1 + 1e-12)]
     assert not bad
     # and it is not vacuous: above the spectral bound on some of them
     assert any(v > bounds.spectral_bound(p, k, 2.0).value for v, (p, k) in zip(values, cases))
