@@ -19,16 +19,17 @@ boundary is then large: on REGAL-style graphs this is 2-8 % above the spectral b
 at k = 8 and 16 (BENCHMARKS.md). The bound tries a few ``mu`` and keeps the best; every
 value it reports is valid on its own.
 
-How a weighting is bounded: by caps, not by minimising. CP-SAT's proven bound on the
-minimum of this model barely moves on graphs above about 80 nodes at k = 4 (its LP
+How a weighting is bounded: by minimising where that works, else by caps. Where blocks are
+small (k = 16 on the REGAL-style graphs) CP-SAT solves the model outright in seconds. On
+graphs above about 80 nodes at k = 4 its proven bound on the minimum barely moves (the LP
 relaxation zeroes the cut), but adding ``work(S) + cut(S) / B <= U`` for a ``U`` a little
 above the best bound known and proving the model infeasible takes a second or two there,
-and certifies ``H(pi) > U``. :func:`weighting_bound` climbs such caps from a start value
-(the spectral bound in a run) and stops at the first cap it cannot refute: on
-regal_001/003/007 at k = 4 that is 1-2 % above the spectral bound where minimising proved
-nothing in the same 8 s (BENCHMARKS.md). A capped solve that finds the optimum below its
-cap gives ``H(pi)`` exactly; one stopped early gives ``min(its proven bound, U)``, valid
-whether or not ``H(pi) <= U``.
+and certifies ``H(pi) > U``. :func:`weighting_bound` minimises for part of its time, then
+climbs such caps from a start value (the spectral bound in a run) and stops at the first cap
+it cannot refute: on regal_001/003/007 at k = 4 that is 1-2 % above the spectral bound where
+minimising proved nothing in the same 8 s (BENCHMARKS.md). A capped solve that finds the
+optimum below its cap gives ``H(pi)`` exactly; one stopped early gives ``min(its proven
+bound, U)``, valid whether or not ``H(pi) <= U``.
 
 Rounding (as in :mod:`problems.pipeline._mip`): costs are scaled by a power of two and
 rounded down, ``pi`` is an integer vector used exactly, and the right side is
@@ -66,6 +67,8 @@ EVAL_CAP_S = 8.0
 STEP = 0.01
 #: A weighting's climb ends when its step would fall below this (relative).
 MIN_STEP = 0.0025
+#: Share of the first weighting's time for a plain minimisation before its caps climb.
+PLAIN_SHARE = 0.75
 #: Integer weights are scaled so that the largest is this (exact arithmetic up to n * PI_SCALE).
 PI_SCALE = 10 ** 6
 
@@ -174,13 +177,15 @@ def block_value(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_li
 
 
 def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float,
-                    start: float, *, num_workers: int = 1, random_seed: int = 0,
+                    start: float, *, plain_share: float = PLAIN_SHARE, num_workers: int = 1, random_seed: int = 0,
                     should_stop: Callable[[], bool] | None = None) -> tuple[float, str, list[list[Any]]]:
     """A valid lower bound on ``H(pi)`` by refuting caps above ``start`` (module docstring):
     (value, status of the last solve, steps as [cap in units, value, status]).
 
     ``start`` only places the first cap, ``start * (1 + STEP)``, and need not be valid; with a
-    ``start`` that is not positive and finite the model is minimised once instead. A refuted
+    ``start`` that is not positive and finite the model is minimised once instead. The model
+    is first minimised for ``plain_share`` of the time (none if 0); a proven optimum ends
+    there, and a block found (its cost is at least ``H(pi)``) bounds the caps from above. A refuted
     cap becomes the next start. A cap that is not refuted but under which a block was found
     bounds ``H(pi)`` from above: the next cap bisects, and once within ``4 MIN_STEP`` of the
     found block's cost lies just below it (refuting that proves the block optimal). Each solve
@@ -198,10 +203,21 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
         value, status, _ = _solve(problem, k, pi, time_limit_s, None, num_workers=num_workers,
                                   random_seed=random_seed, should_stop=stop)
         return value, status, [[None, value, status]]
-    best, status, step = -math.inf, "timeout", STEP
-    found: int | None = None     # least objective of a block found (units): H(pi) <= found
-    failed: int | None = None    # least cap neither refuted nor satisfied in its time
+    best, status, found = -math.inf, "timeout", None
     steps: list[list[Any]] = []
+    if plain_share > 0:
+        # where blocks are small (large k) CP-SAT often solves the model outright in a second
+        # or two, faster than a climb (regal_007 at k = 16: 2504.5 at mu = 0.2, where climbs
+        # stopped at 2481-2487 in runs); a block it finds bounds the caps from above
+        best, status, found = _solve(problem, k, pi, time_limit_s * plain_share, None, num_workers=num_workers,
+                                     random_seed=random_seed, should_stop=stop)
+        steps.append([None, best, status])
+        if status == "optimal":
+            return best, status, steps
+        if math.isfinite(best):
+            lo = max(lo, _mip.scale(problem).floor_of(Fraction(best)))
+    step = STEP
+    failed: int | None = None    # least cap neither refuted nor satisfied in its time
     while True:
         left = time_limit_s - (time.perf_counter() - t0)
         if left <= 0.05 or stop():
@@ -247,9 +263,12 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
     """The best ``H(work + mu * touched)`` bound over ``mus`` found within ``time_limit_s``.
 
     Tries ``mus`` in order, each by :func:`weighting_bound` for at most ``eval_cap_s``
-    seconds, its caps climbing from the best bound known so far: ``floor`` (a valid bound
-    from elsewhere, the spectral one in a run), this bound's best, or the closed-form bound.
-    Stops after :data:`PATIENCE` values in a row that do not raise this bound, at the time
+    seconds. The first is minimised for :data:`PLAIN_SHARE` of that. If that solves it, every
+    weighting is minimised, and a weighting not solved that way at or below the best bound
+    known ends the ascent (a larger mu is harder to prove). If not, the rest of its time and
+    every later weighting climb caps from the best bound known so far: ``floor`` (a valid
+    bound from elsewhere, the spectral one in a run), this bound's best, or the closed-form
+    bound. Stops also after :data:`PATIENCE` values in a row that do not raise this bound, at the time
     limit, or when ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other
     keyword arguments (the MIP methods' options) are ignored. The value is this method's
     own (it may lie below ``floor``). ``detail``: ``k``, ``mu`` (the best), ``tried`` (list
@@ -262,6 +281,9 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
     touched = touched_bytes(problem)
     closed = simple_bound(problem, k).value
     best, best_mu, since = -math.inf, None, 0
+    # decided by the first weighting: solved by minimising, the later ones are minimised too
+    # (a climb beside a run's search took its CPU at k = 16 for no gain); not solved, they climb
+    climbing: bool | None = None
     tried: list[list[Any]] = []
     for mu in mus:
         left = time_limit_s - (time.perf_counter() - t0)
@@ -269,8 +291,13 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
             break
         pi = integer_weights(work + mu * touched)
         value, status, steps = weighting_bound(problem, k, pi, min(left, eval_cap_s), max(best, floor, closed),
+                                               plain_share=PLAIN_SHARE if climbing is None else
+                                               0.0 if climbing else 1.0,
                                                num_workers=num_workers, random_seed=random_seed,
                                                should_stop=stop)
+        if climbing is None:
+            climbing = status != "optimal" or len(steps) > 1
+        before = best
         tried.append([mu, value, status, len(steps)])
         # a rise below ``floor`` counts: the values climb with mu before they pass it (regal_000
         # at k = 16: 1679, 1758, then 1815 above the spectral 1765)
@@ -279,7 +306,7 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
             best, best_mu = value, mu
             if on_improve is not None and math.isfinite(value):
                 on_improve(value)
-        if since >= PATIENCE:
+        if since >= PATIENCE or (not climbing and status != "optimal" and value <= max(before, floor)):
             break
     status = "bound-only" if tried else "timeout"
     return Bound("heaviest-block", best, status, time.perf_counter() - t0, "cp-sat",

@@ -114,8 +114,10 @@ def test_climbing_caps_stays_below_the_minimum(factor: float) -> None:
     # it gets within a step of it on these small graphs
     for i, (p, k, pi) in enumerate(_cases()[::3]):
         exact = float(_h_by_enumeration(p, k, pi))
-        value, _, steps = heaviest_block.weighting_bound(p, k, np.array(pi, dtype=np.int64), 10.0, exact * factor)
+        value, _, steps = heaviest_block.weighting_bound(p, k, np.array(pi, dtype=np.int64), 10.0, exact * factor,
+                                                         plain_share=0.0)
         assert value <= exact, (i, value, exact, steps)
+        assert all(cap is not None for cap, _, _ in steps)   # caps only: the climb itself is checked
         if exact > 0:
             assert value >= exact * (1 - 2 * heaviest_block.MIN_STEP), (i, value, exact, steps)
 
@@ -124,8 +126,10 @@ def test_climbing_caps_with_coarse_scale(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(_mip, "SCALE_TARGET", 2 ** 7)
     for i, (p, k, pi) in enumerate(_cases()[:24]):
         exact = float(_h_by_enumeration(p, k, pi))
-        value, _, steps = heaviest_block.weighting_bound(p, k, np.array(pi, dtype=np.int64), 10.0, exact * 0.9)
-        assert value <= exact, (i, value, exact, steps)
+        for share in (0.0, heaviest_block.PLAIN_SHARE):
+            value, _, steps = heaviest_block.weighting_bound(p, k, np.array(pi, dtype=np.int64), 10.0, exact * 0.9,
+                                                             plain_share=share)
+            assert value <= exact, (i, share, value, exact, steps)
 
 
 def test_valid_on_communication_heavy_brute_force_graphs() -> None:
