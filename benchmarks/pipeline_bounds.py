@@ -14,6 +14,10 @@ Usage::
 
     python benchmarks/pipeline_bounds.py --time-limit 20 --ks 2,4,8,16
     python benchmarks/pipeline_bounds.py --graphs resnet50,regal_003 --ks 4,8 --time-limit 2
+    python benchmarks/pipeline_bounds.py --graphs regal_ --ks 4,16 --columns heaviest --as-run --tree OLD
+
+``--as-run`` times the heaviest-block bound as a run does; ``--tree`` runs another
+checkout's bounds with this script, for side-by-side comparisons.
 """
 
 from __future__ import annotations
@@ -28,7 +32,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+def _tree() -> str:
+    """The checkout whose code runs: ``--tree DIR`` (read before any import), else this one."""
+    for i, a in enumerate(sys.argv):
+        if a == "--tree" and i + 1 < len(sys.argv):
+            return os.path.abspath(sys.argv[i + 1])
+        if a.startswith("--tree="):
+            return os.path.abspath(a.split("=", 1)[1])
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+sys.path.insert(0, _tree())
 
 from gapstop.engine.records import relative_gap  # noqa: E402
 from gapstop.problems.pipeline import bounds  # noqa: E402
@@ -65,6 +79,18 @@ def _spectral(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str,
 
 
 def _heaviest(p: PipelineProblem, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    if args.as_run:
+        # as `solve` runs it: on the dominance contraction, after the spectral bound (its floor),
+        # one CP-SAT worker, at most run.HEAVIEST_MAX_S
+        from gapstop.problems.pipeline import run
+        from gapstop.problems.pipeline.contract import contract
+
+        t0 = time.perf_counter()
+        q = contract(p).problem
+        floor = bounds.spectral_bound(q, k, run.SPECTRAL_MAX_S).value
+        b = bounds.heaviest_block_bound(q, k, run.HEAVIEST_MAX_S, num_workers=1, floor=floor)
+        return {"value": b.value, "s": time.perf_counter() - t0, "status": b.status, "mu": b.detail["mu"],
+                "floor": floor}
     b = bounds.heaviest_block_bound(p, k, args.time_limit, num_workers=args.workers)
     return {**_bound_cell(b), "mu": b.detail["mu"]}
 
@@ -163,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write all rows as JSON lines to this file")
     ap.add_argument("--search-seconds", type=float, default=10.0, help="seconds of BRKGA search per row")
     ap.add_argument("--seed", type=int, default=0, help="search seed")
+    ap.add_argument("--as-run", action="store_true",
+                    help="heaviest column as `solve` runs it: contracted graph, spectral floor, 1 worker, "
+                         "the run's time cap (its time includes the spectral bound)")
+    ap.add_argument("--tree", default=None, help="run the bounds of this checkout (default: this one)")
     args = ap.parse_args(argv)
 
     files = sorted(glob.glob(args.data))
