@@ -198,7 +198,8 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
     pi = np.asarray(pi, dtype=np.int64)
     if problem.n == 0:
         return 0.0, "optimal", []
-    lo = _mip.scale(problem).floor_of(Fraction(float(start))) if math.isfinite(start) and start > 0 else 0
+    sc = _mip.scale(problem)
+    lo = sc.floor_of(Fraction(float(start))) if math.isfinite(start) and start > 0 else 0
     if lo <= 0:
         value, status, _ = _solve(problem, k, pi, time_limit_s, None, num_workers=num_workers,
                                   random_seed=random_seed, should_stop=stop)
@@ -215,22 +216,25 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
         if status == "optimal":
             return best, status, steps
         if math.isfinite(best):
-            lo = max(lo, _mip.scale(problem).floor_of(Fraction(best)))
+            lo = max(lo, sc.floor_of(Fraction(best)))
     step = STEP
     failed: int | None = None    # least cap neither refuted nor satisfied in its time
     while True:
         left = time_limit_s - (time.perf_counter() - t0)
         if left <= 0.05 or stop():
             break
-        last = False
         if found is not None and found - lo <= max(1.0, 4 * MIN_STEP * lo):
+            # just below the block found: refuting this cap proves that block optimal
             cap, last = found - 1, True
+            if cap <= lo:
+                break
         else:
             ceiling = min(x for x in (found, failed, math.inf) if x is not None)
-            cap = lo + int(min(step * lo, (ceiling - lo) / 2))
-            last = step <= MIN_STEP or ceiling < math.inf and (ceiling - lo) / 2 <= 2 * MIN_STEP * lo
-        if cap <= lo or cap - lo < MIN_STEP * lo and not (found is not None and cap == found - 1):
-            break
+            gain = int(min(step * lo, (ceiling - lo) / 2))
+            if gain < MIN_STEP * lo:
+                break
+            cap = lo + gain
+            last = step <= MIN_STEP or (ceiling - lo) / 2 <= 2 * MIN_STEP * lo
         allowance = left if last else left / 2
         t1 = time.perf_counter()
         value, status, got = _solve(problem, k, pi, allowance, cap, num_workers=num_workers,
