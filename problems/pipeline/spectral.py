@@ -130,13 +130,20 @@ def least_t(lam: NDArray[np.float64], tr_d: float, work_total: float, omega_tota
     """Largest ``T`` (to ~1e-15 relative) at which ``k T < W + max(0, (G_T - tr D) / 2)``:
     every partition's bottleneck exceeds it. ``lam``: the k smallest eigenvalues,
     increasing, already lowered by their error margin."""
-    lam = lam[:k]
+    lams = [float(v) for v in lam[:k]]
 
     def holds(t: float) -> bool:
         cap = t + slack
         if cap * k < omega_total:
             return False
-        g = float(_profile(cap, omega_total, k) @ lam)
+        # _profile(cap, omega_total, k) @ lam, in scalars: this runs ~50 times per eigendecomposition,
+        # and numpy's per-call overhead made it most of the ascent's time on small graphs
+        g, rest = 0.0, omega_total
+        for v in lams:
+            if rest <= 0.0:
+                break
+            g += min(rest, cap) * v
+            rest -= cap
         return k * t >= work_total + max(0.0, 0.5 * (g - tr_d))
 
     lo, hi = 0.0, max(work_total, omega_total) + 1.0
