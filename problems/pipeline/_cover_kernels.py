@@ -1,0 +1,160 @@
+"""Numba kernels of the block-cover bound's heuristic pricing (:mod:`problems.pipeline.block_cover`).
+
+A set is grown node by node from a seed, always convex and within the cap, taking the
+addable neighbour of the largest dual value ``y`` each time. The sets only feed the
+restricted LP: a certificate never depends on them (its ``z`` comes from CP-SAT).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+
+@njit(cache=True, nogil=True)
+def closure(n: int, succ_ptr: NDArray[np.int64], succ: NDArray[np.int64], topo: NDArray[np.int64]
+            ) -> NDArray[np.bool_]:
+    """``r[u, w]``: w is reachable from u by a path of at least one edge. bool[n, n]."""
+    r = np.zeros((n, n), dtype=np.bool_)
+    for i in range(n - 1, -1, -1):
+        u = topo[i]
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            w = succ[e]
+            r[u, w] = True
+            for x in range(n):
+                if r[w, x]:
+                    r[u, x] = True
+    return r
+
+
+@njit(cache=True, nogil=True)
+def set_cost(inset: NDArray[np.bool_], work: NDArray[np.int64], out: NDArray[np.int64],
+             succ_ptr: NDArray[np.int64], succ: NDArray[np.int64]) -> np.int64:
+    """Scaled ``work(S) + cut(S) / B`` (each crossing tensor once), as the pricing model counts it."""
+    n = inset.shape[0]
+    c = np.int64(0)
+    for u in range(n):
+        if inset[u]:
+            c += work[u]
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            if inset[succ[e]] != inset[u]:
+                c += out[u]
+                break
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _addable(v: int, inset: NDArray[np.bool_], r: NDArray[np.bool_]) -> bool:
+    """Whether ``S + v`` is convex for a convex ``S``: no node outside lies on a path between them."""
+    n = inset.shape[0]
+    for w in range(n):
+        if inset[w] or w == v:
+            continue
+        if r[v, w] or r[w, v]:
+            for x in range(n):
+                if inset[x] and ((r[v, w] and r[w, x]) or (r[x, w] and r[w, v])):
+                    return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDArray[np.bool_],
+         work: NDArray[np.int64], out: NDArray[np.int64], succ_ptr: NDArray[np.int64],
+         succ: NDArray[np.int64], pred_ptr: NDArray[np.int64], pred: NDArray[np.int64]
+         ) -> NDArray[np.bool_]:
+    """One grown set per seed (bool[len(seeds), n]); a seed whose singleton exceeds ``cap``
+    gives an empty row. Each step adds the neighbour (predecessor or successor of a member)
+    of largest ``y`` that keeps the set convex and within ``cap``; it ends when none does."""
+    n = y.shape[0]
+    res = np.zeros((seeds.shape[0], n), dtype=np.bool_)
+    for i in range(seeds.shape[0]):
+        inset = np.zeros(n, dtype=np.bool_)
+        inset[seeds[i]] = True
+        if set_cost(inset, work, out, succ_ptr, succ) > cap:
+            continue
+        while True:
+            best, best_y = -1, 0.0
+            for u in range(n):
+                if not inset[u]:
+                    continue
+                for side in range(2):
+                    lo = succ_ptr[u] if side == 0 else pred_ptr[u]
+                    hi = succ_ptr[u + 1] if side == 0 else pred_ptr[u + 1]
+                    for e in range(lo, hi):
+                        v = succ[e] if side == 0 else pred[e]
+                        if inset[v] or y[v] <= best_y:
+                            continue
+                        inset[v] = True
+                        ok = set_cost(inset, work, out, succ_ptr, succ) <= cap
+                        inset[v] = False
+                        if ok and _addable(v, inset, r):
+                            best, best_y = v, y[v]
+            if best < 0:
+                break
+            inset[best] = True
+        res[i] = inset
+    return res
+
+
+@njit(cache=True, nogil=True)
+def best_intervals(orders: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, work: NDArray[np.int64],
+                   out: NDArray[np.int64], succ_ptr: NDArray[np.int64], succ: NDArray[np.int64],
+                   pred_ptr: NDArray[np.int64], pred: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """For each topological order (row of ``orders``) and start position i, the interval
+    ``order[i:j]`` of largest ``y`` whose scaled cost is within ``cap``. An interval of a
+    topological order is convex (a path between two of its nodes runs through positions between
+    them), and every convex set is an interval of some order. Returns (ends int64[r, n], j = i when
+    no nonempty interval fits; values float64[r, n]). The cost is updated per added node from
+    counts of each tensor's consumers inside: O(n * edges) per order."""
+    r, n = orders.shape
+    ends = np.zeros((r, n), dtype=np.int64)
+    vals = np.zeros((r, n), dtype=np.float64)
+    inset = np.zeros(n, dtype=np.bool_)
+    inside = np.zeros(n, dtype=np.int64)        # consumers of each tensor inside the interval
+    for o in range(r):
+        for i in range(n):
+            cost = np.int64(0)
+            wsum = np.int64(0)
+            yv = 0.0
+            for j in range(i, n):
+                v = orders[o, j]
+                wsum += work[v]
+                if wsum > cap:
+                    break
+                # only v's own tensor and its producers' can change whether they cross
+                ndeg = succ_ptr[v + 1] - succ_ptr[v]
+                if ndeg > 0:
+                    before = inside[v] > 0                  # v outside: crosses iff a consumer is in
+                    after = inside[v] < ndeg                # v inside: crosses iff a consumer is out
+                    if before and not after:
+                        cost -= out[v]
+                    elif after and not before:
+                        cost += out[v]
+                inset[v] = True
+                cost += work[v]
+                for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                    p = pred[e]
+                    pdeg = succ_ptr[p + 1] - succ_ptr[p]
+                    before = (inset[p] and inside[p] < pdeg) or ((not inset[p]) and inside[p] > 0)
+                    inside[p] += 1
+                    after = (inset[p] and inside[p] < pdeg) or ((not inset[p]) and inside[p] > 0)
+                    if before and not after:
+                        cost -= out[p]
+                    elif after and not before:
+                        cost += out[p]
+                yv += y[v]
+                if cost <= cap and yv > vals[o, i]:
+                    vals[o, i] = yv
+                    ends[o, i] = j + 1
+            # undo the interval's marks
+            for j in range(i, n):
+                v = orders[o, j]
+                if not inset[v]:
+                    break
+                inset[v] = False
+                for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                    inside[pred[e]] -= 1
+            if ends[o, i] == 0:
+                ends[o, i] = i
+    return ends, vals

@@ -1,0 +1,329 @@
+"""The block-cover bound: the blocks of a partition cover the nodes, and there are at most k.
+
+The argument. Fix a bottleneck ``T`` and call a node set *admissible* when it is convex
+and ``work(S) + cut(S) / B <= T`` (``cut`` as in :mod:`problems.pipeline.heaviest_block`:
+each tensor crossing S's boundary counted once). The blocks of an acyclic partition
+with bottleneck ``T`` are admissible and cover every node once, so the covering LP
+
+    min sum_S x_S   s.t.   sum_{S ni v} x_S >= 1 (every node v),   x >= 0,
+
+over admissible sets has an optimum of at most k. Its dual certifies the opposite: for any
+``y >= 0``, if no admissible S holds ``y(S) >= y(V) / k``, weak duality gives ``LP > k``
+(Farley's bound with ``z = max y(S) < y(V) / k``), so no partition into k blocks reaches
+``T``: ``OPT > T``. That test is the heaviest-block model with ``pi = y`` and the cap ``T``
+(:mod:`problems.pipeline.heaviest_block`), and CP-SAT proving it infeasible is the
+certificate. This is the configuration LP of bin packing with the blocks' own boundaries in
+their costs; it dominates the heaviest-block bound (whose weightings are particular ``y``),
+and where blocks are small (k = 16) it lies well above the spectral bound: its only
+relaxations are the fractional cover and the stage order.
+
+How ``y`` is found: column generation. A restricted LP over the admissible sets found so
+far (GLOP) gives duals ``y``. Sets with ``y(S) > 1`` enter it as new columns, found first
+among intervals of topological orders (every interval is convex) and by greedy growth
+(:mod:`problems.pipeline._cover_kernels`), and only when those find none by CP-SAT's
+cheapest admissible set holding ``y(V) / k`` (which exceeds 1 while the LP's value exceeds
+k): none refutes ``T``; one proven cheapest is a valid bound ``H(y)`` of its own. The
+restricted LP's value is at least the full LP's, so once it is at most k no ``y`` can refute
+``T``, and the attempt ends. :func:`block_cover_bound` climbs ``T`` from the best bound
+known, keeping the columns (an admissible set stays admissible under a larger ``T``).
+
+Rounding: costs are scaled and rounded down as in :mod:`problems.pipeline._mip` and ``T``
+becomes ``cap = floor(s T)`` units, so every true block of cost at most ``T`` satisfies the
+scaled cap. ``y`` is used as integers (any non-negative integer weighting is valid), and a
+refuted cap shows that some block of every partition has at least ``cap + 1`` scaled units:
+the value reported is that over ``s``, nudged down. Memory overflow is ignored (it only adds
+cost). The sets found only shape ``y``; no certificate depends on them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gapstop.engine.records import Bound
+from gapstop.problems.pipeline import _mip
+from gapstop.problems.pipeline.closed_form import check_k, simple_bound
+from gapstop.problems.pipeline.heaviest_block import build_model
+from gapstop.problems.pipeline.model import PipelineProblem
+
+cp_model = _mip.cp_model
+
+#: The first cap lies this far above the best bound known (relative); it doubles after a
+#: refutation and halves after a cap that was not refuted.
+STEP = 0.01
+#: Largest step (relative).
+MAX_STEP = 0.04
+#: After the first refutation a cap gets at most TRY_FACTOR times the last refutation's time
+#: (and at least MIN_TRY_S seconds).
+TRY_FACTOR = 3.0
+MIN_TRY_S = 2.0
+#: The climb ends when its step would fall below this (relative).
+MIN_STEP = 0.0025
+#: Dual values are scaled so the largest is this before the pricing model uses them as integers.
+Y_SCALE = 10 ** 6
+#: Longest single pricing solve (seconds); one stopped early still gives columns and a bound.
+PRICING_MAX_S = 5.0
+#: Greedy pricing grows one set from each of this many nodes of largest dual value.
+SEEDS = 24
+#: Heuristic pricing scans every interval of this many fixed random topological orders, and of
+#: as many drawn each round with priorities biased by the duals.
+ORDERS = 16
+#: At most this many interval columns enter the LP per round (the best by ``y``).
+PER_ROUND = 40
+#: Reduced-cost tolerance: a set enters the LP when ``y(S) > 1 + TOL``.
+TOL = 1e-7
+#: CP-SAT parameters of the exact pricing solves: without the MIPs' extra cuts (level 2) the
+#: first refutations on regal_008 at k = 16 came in about the same or fewer seconds.
+PRICING_PARAMS: dict[str, Any] = {"linearization_level": 0}
+
+
+def block_costs(problem: PipelineProblem, sets: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """Scaled cost in units (``floor`` rounding of :func:`problems.pipeline._mip.scale`) of
+    each row of ``sets`` (bool[m, n]): ``work(S) + cut(S) / B``. int64[m]."""
+    sc = _mip.scale(problem)
+    sets = np.asarray(sets, dtype=bool)
+    work = np.asarray(sc.work_lo, dtype=np.int64)
+    out = np.asarray(sc.out_lo, dtype=np.int64)
+    cost = sets.astype(np.int64) @ work
+    src = np.repeat(np.arange(problem.n), np.diff(problem.succ_ptr))
+    dst = np.asarray(problem.succ, dtype=np.int64)
+    if src.size:
+        differs = sets[:, src] != sets[:, dst]                       # [m, edges]
+        crossed = np.zeros((sets.shape[0], problem.n), dtype=bool)
+        for j in range(src.size):                                      # a tensor counts once
+            crossed[:, src[j]] |= differs[:, j]
+        cost += crossed.astype(np.int64) @ out
+    return cost
+
+
+class _Collect(cp_model.CpSolverSolutionCallback):
+    """Every set the pricing solve passes through (each is admissible)."""
+
+    def __init__(self, x: list[Any]) -> None:
+        super().__init__()
+        self.x = x
+        self.sets: list[NDArray[np.bool_]] = []
+
+    def on_solution_callback(self) -> None:
+        self.sets.append(np.array([self.boolean_value(v) for v in self.x], dtype=bool))
+
+
+class Cover:
+    """Column generation for one problem and k, kept across caps (its columns carry over).
+
+    ``columns`` (bool[m, n]) and ``costs`` (units) hold every admissible set found so far.
+    """
+
+    def __init__(self, problem: PipelineProblem, k: int) -> None:
+        self.problem, self.k = problem, k
+        self.sc = _mip.scale(problem)
+        n = problem.n
+        self.columns = np.eye(n, dtype=bool)
+        self.costs = block_costs(problem, self.columns)
+        from gapstop.problems.pipeline import _cover_kernels as kern   # numba: only this bound needs it
+        from gapstop.problems.pipeline._kernels import kahn_order
+
+        self._kern = kern
+        topo = kahn_order(np.zeros(n, dtype=np.float64), problem.succ_ptr, problem.succ, problem.pred_ptr)
+        self._reach = kern.closure(n, problem.succ_ptr, problem.succ, np.asarray(topo, dtype=np.int64))
+        self._work = np.asarray(self.sc.work_lo, dtype=np.int64)
+        self._out = np.asarray(self.sc.out_lo, dtype=np.int64)
+        self._kahn = kahn_order
+        self._rng = np.random.default_rng(0)
+        self._orders = np.array([kahn_order(self._rng.random(n), problem.succ_ptr, problem.succ, problem.pred_ptr)
+                                 for _ in range(ORDERS)], dtype=np.int64).reshape(ORDERS, n)
+
+    def intervals(self, y: NDArray[np.float64], cap: int) -> list[NDArray[np.bool_]]:
+        """The sets of largest ``y`` among intervals of topological orders within ``cap``: per
+        start of each of :data:`ORDERS` fixed random orders and as many drawn with ``y``-biased
+        priorities, the best interval; the :data:`PER_ROUND` best of those with ``y > 1``."""
+        p, n = self.problem, self.problem.n
+        fresh = np.array([self._kahn(y * self._rng.random(n), p.succ_ptr, p.succ, p.pred_ptr)
+                          for _ in range(ORDERS)], dtype=np.int64).reshape(ORDERS, n)
+        orders = np.vstack([self._orders, fresh])
+        ends, vals = self._kern.best_intervals(orders, y, np.int64(cap), self._work, self._out, p.succ_ptr,
+                                               p.succ, p.pred_ptr, p.pred)
+        flat = np.argsort(-vals, axis=None, kind="stable")
+        out: list[NDArray[np.bool_]] = []
+        for f in flat:
+            o, i = divmod(int(f), n)
+            if vals[o, i] <= 1.0 + TOL or len(out) >= PER_ROUND:
+                break
+            row = np.zeros(n, dtype=bool)
+            row[orders[o, i:ends[o, i]]] = True
+            out.append(row)
+        return out
+
+    def grown(self, y: NDArray[np.float64], cap: int) -> list[NDArray[np.bool_]]:
+        """Admissible sets grown greedily from the :data:`SEEDS` nodes of largest ``y``."""
+        p = self.problem
+        seeds = np.argsort(-y, kind="stable")[:SEEDS].astype(np.int64)
+        rows = self._kern.grow(seeds, y, np.int64(cap), self._reach, self._work, self._out, p.succ_ptr, p.succ,
+                               p.pred_ptr, p.pred)
+        return [row for row in rows if row.any()]
+
+    def _add(self, sets: list[NDArray[np.bool_]]) -> int:
+        if not sets:
+            return 0
+        new = np.unique(np.array(sets, dtype=bool), axis=0)
+        seen = {c.tobytes() for c in self.columns}
+        new = np.array([s for s in new if s.any() and s.tobytes() not in seen], dtype=bool)
+        if len(new) == 0:
+            return 0
+        self.columns = np.vstack([self.columns, new])
+        self.costs = np.concatenate([self.costs, block_costs(self.problem, new)])
+        return len(new)
+
+    def _duals(self, cap: int) -> tuple[float, NDArray[np.float64]]:
+        """The restricted LP over the columns within ``cap``, every node also coverable by an
+        artificial column of cost k + 1 (so it is always feasible): (value, duals y >= 0)."""
+        from ortools.linear_solver import pywraplp  # 0.1 s to import; only this bound needs it
+
+        n = self.problem.n
+        cols = self.columns[self.costs <= cap]
+        lp = pywraplp.Solver.CreateSolver("GLOP")
+        xs = [lp.NumVar(0.0, lp.infinity(), "") for _ in range(len(cols))]
+        art = [lp.NumVar(0.0, lp.infinity(), "") for _ in range(n)]
+        cons = []
+        for v in range(n):
+            ct = lp.Constraint(1.0, lp.infinity())
+            for j in np.flatnonzero(cols[:, v]):
+                ct.SetCoefficient(xs[int(j)], 1.0)
+            ct.SetCoefficient(art[v], 1.0)
+            cons.append(ct)
+        obj = lp.Objective()
+        for xv in xs:
+            obj.SetCoefficient(xv, 1.0)
+        for a in art:
+            obj.SetCoefficient(a, float(self.k + 1))
+        obj.SetMinimization()
+        lp.Solve()
+        y = np.array([max(0.0, c.dual_value()) for c in cons], dtype=np.float64)
+        return float(obj.Value()), y
+
+    def refute(self, cap: int, time_limit_s: float, *, num_workers: int = 1, random_seed: int = 0,
+               should_stop: Callable[[], bool] | None = None) -> tuple[float, dict[str, Any]]:
+        """Try to prove that no partition into at most k blocks has every block's scaled cost
+        within ``cap`` units: (valid lower bound on OPT, detail). The bound is above ``cap / s``
+        when the cap is refuted (``why == "refuted"``); otherwise it is the best ``H(y)``
+        proven on the way (``-inf`` if none). Detail: ``lp`` (the last restricted LP's value),
+        ``rounds`` (LP solves), ``greedy`` (rounds priced by greedy growth), ``why``
+        (``refuted``, ``lp <= k``, ``converged``, ``stalled`` (no new column in an exact
+        pricing solve's time), ``time`` or ``stop``), ``seconds``.
+        """
+        t0 = time.perf_counter()
+        stop = should_stop or (lambda: False)
+        n, k = self.problem.n, self.k
+        rounds, lp_value, why, greedy, bound = 0, math.inf, "time", 0, -math.inf
+        while True:
+            left = time_limit_s - (time.perf_counter() - t0)
+            if left <= 0.05:
+                break
+            if stop():
+                why = "stop"
+                break
+            lp_value, y = self._duals(cap)
+            rounds += 1
+            if lp_value <= k + TOL:
+                why = "lp <= k"     # the full LP is at most this: no dual of it refutes the cap
+                break
+            # cheap columns first: the exact pricing (below) is needed for a certificate only once
+            # greedy growth finds nothing the LP wants
+            if self._add(self.intervals(y, cap)) or self._add([g for g in self.grown(y, cap)
+                                                               if float(y[g].sum()) > 1.0 + TOL]):
+                greedy += 1
+                continue
+            # exact pricing in the heaviest-block form: the cheapest admissible set holding a k-th
+            # of y. None within the cap refutes it (y(S) < y(V) / k on every admissible set);
+            # one found is a column the LP wants (y(S) >= y(V) / k > 1), and its cost, once
+            # proven least, is a bound on its own (H(y)). CP-SAT proves this minimum far faster
+            # than it bounds max y(S) (2-5 s per call, unproven, at 74-99 nodes, k = 16).
+            yi = np.floor(y * (Y_SCALE / float(y.max()))).astype(np.int64)
+            pm = build_model(self.problem, k, yi)
+            pm.model.add(pm.objective <= cap)
+            x = [pm.model.get_bool_var_from_proto_index(v) for v in range(n)]
+            cb = _Collect(x)
+            status, value, _, _ = _mip.solve(pm, n, time_limit_s=min(left, PRICING_MAX_S), num_workers=num_workers,
+                                             random_seed=random_seed, callback=cb, should_stop=stop,
+                                             cp_params=PRICING_PARAMS)
+            refuted = _mip.to_value(pm, cap + 1, n)
+            if status == "infeasible":
+                bound, why = max(bound, refuted), "refuted"
+                break
+            if status != "optimal":
+                value = min(value, refuted)   # valid whether or not H(y) is within the cap
+            bound = max(bound, value)
+            if self._add([s for s in cb.sets if float(y[s].sum()) > 1.0 + TOL]) == 0:
+                why = "converged" if status == "optimal" else "stalled"
+                break
+        return bound, {"lp": lp_value, "rounds": rounds, "greedy": greedy, "why": why,
+                       "seconds": time.perf_counter() - t0}
+
+
+def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.0, *, floor: float = -math.inf,
+                      num_workers: int = 1, random_seed: int = 0,
+                      should_stop: Callable[[], bool] | None = None,
+                      on_improve: Callable[[float], None] | None = None, **_: Any) -> Bound:
+    """Climb caps ``T`` from the best bound known and refute each by :meth:`Cover.refute`.
+
+    The first cap lies :data:`STEP` above ``max(floor, closed-form bound)`` (``floor``: a
+    valid bound from elsewhere, the spectral one in a run). A refuted cap becomes the new
+    start and the step doubles; a cap not refuted bounds the climb from above and the
+    step halves (the next cap at most half way to it). Each cap gets half the time left.
+    Ends when the step falls below :data:`MIN_STEP`, at the time limit, or when
+    ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other keyword
+    arguments are ignored. The value is the best refuted cap or proven H(y), or the closed-form bound if higher.
+    ``detail``: ``k``, ``caps`` (list of [T, refuted, detail of the attempt]), ``columns``.
+    """
+    t0 = time.perf_counter()
+    check_k(problem, k)
+    stop = should_stop or (lambda: False)
+    if problem.n == 0:
+        return Bound("block-cover", 0.0, "optimal", 0.0, "cp-sat+glop", {"k": k, "caps": [], "columns": 0})
+    cover = Cover(problem, k)
+    sc = cover.sc
+    lo_value = max(floor, simple_bound(problem, k).value)
+    lo = sc.floor_of(Fraction(lo_value)) if math.isfinite(lo_value) and lo_value > 0 else 0
+    best = -math.inf
+    step, ceiling = STEP, math.inf
+    last_ok: float | None = None
+    caps: list[list[Any]] = []
+    while not stop():
+        left = time_limit_s - (time.perf_counter() - t0)
+        gain = int(min(step * lo, (ceiling - lo) / 2))
+        if left <= 0.05 or lo <= 0 or gain < MIN_STEP * lo:
+            break
+        cap = lo + gain
+        allowance = left / 2 if gain > 2 * MIN_STEP * lo else left
+        if last_ok is not None:
+            # the columns are in place after the first refutation: later ones take seconds, and
+            # a cap far from refuted would otherwise spend half the time left tailing off
+            allowance = min(allowance, max(MIN_TRY_S, TRY_FACTOR * last_ok))
+        value, info = cover.refute(cap, allowance, num_workers=num_workers, random_seed=random_seed,
+                                   should_stop=stop)
+        ok = info["why"] == "refuted"
+        caps.append([float(Fraction(cap) / sc.s), ok, info])
+        if value > best:
+            best = value
+            if on_improve is not None:
+                on_improve(value)
+        if ok:
+            lo = cap
+            step = min(2 * step, MAX_STEP)
+            last_ok = info["seconds"]
+        else:
+            ceiling = min(ceiling, cap)
+            step /= 2
+            if math.isfinite(best):
+                lo = max(lo, sc.floor_of(Fraction(best)))   # a proven H(y) between the caps
+    # never below the closed form the climb starts from (k = 1: the whole graph, which no cap
+    # under it survives)
+    status = "bound-only" if math.isfinite(best) else "timeout"
+    best = max(best, simple_bound(problem, k).value)
+    return Bound("block-cover", best, status, time.perf_counter() - t0, "cp-sat+glop",
+                 {"k": k, "caps": caps, "columns": int(len(cover.columns))})
