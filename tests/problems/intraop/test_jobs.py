@@ -68,6 +68,11 @@ def _worst_feasible(p: Any) -> list[int] | None:
 @pytest.mark.mip
 def test_neighbourhood_moves_take_a_poor_incumbent_to_the_brute_force_optimum() -> None:
     checked = 0
+    # compile the kernels first: on a fresh checkout that alone overran the deadline below
+    warm = random_instance(8, 0, max_k=3, limit_quantile=0.3)
+    if _worst_feasible(warm) is not None:
+        jobs.neighbourhood_moves(prepare(warm), _Coordinator(warm, 5.0, _worst_feasible(warm)),
+                                 time.perf_counter() + 0.1, 0)
     for seed in range(8):
         p = random_instance(8, seed, max_k=3, limit_quantile=0.3)
         opt, _ = brute_force_table(p)

@@ -94,11 +94,12 @@ def test_refutes_no_cap_at_the_optimum_and_some_below_it() -> None:
         at_opt = sc.floor_of(Fraction(opt))
         value, info = Cover(p, k).refute(at_opt, 10.0)
         assert info["why"] != "refuted" and value <= opt * (1 + 1e-12), (j, k, value, opt, info)
-        # two percent below it the LP often proves the cap too low, never wrongly
-        value, info = Cover(p, k).refute(sc.floor_of(Fraction(0.98 * opt)), 10.0)
-        assert value <= opt * (1 + 1e-12), (j, k, value, opt, info)
-        refuted_below += info["why"] == "refuted"
-    assert refuted_below >= 100, refuted_below   # not vacuous
+        if j % 3 == 0:
+            # two percent below it the LP often proves the cap too low, never wrongly
+            value, info = Cover(p, k).refute(sc.floor_of(Fraction(0.98 * opt)), 10.0)
+            assert value <= opt * (1 + 1e-12), (j, k, value, opt, info)
+            refuted_below += info["why"] == "refuted"
+    assert refuted_below >= 40, refuted_below   # not vacuous
 
 
 def test_climb_from_the_spectral_bound_stays_below_the_optimum() -> None:

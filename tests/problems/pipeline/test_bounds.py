@@ -155,9 +155,9 @@ def _check_graph(i: int, k: int, stats: dict[str, int]) -> None:
     p, opt = _graph(i), _opt(i, k)
     # heaviest-block: three of its weightings (each one is valid on its own; its model is
     # checked against enumeration in test_heaviest_block)
-    # spectral: its first 200 ascent steps (every step's value is a bound; test_spectral checks
+    # spectral: its first 50 ascent steps (every step's value is a bound; test_spectral checks
     # the whole ascent against brute force, and the full 2,000 steps took two thirds of this test)
-    few = {"heaviest-block": {"mus": (0.0, 0.3, 1.0)}, "spectral": {"max_iters": 200}}
+    few = {"heaviest-block": {"mus": (0.0, 0.3, 1.0)}, "spectral": {"max_iters": 50}}
     # block-cover: its own 300 brute-force cases (test_block_cover) at a tenth of a second each
     res = {m: bounds.lower_bound(p, k, m, TIME_LIMIT_S, **few.get(m, {})) for m in bounds.METHODS
            if m != "block-cover"}
