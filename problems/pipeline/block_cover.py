@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 from gapstop.engine.records import Bound
 from gapstop.problems.pipeline import _mip
 from gapstop.problems.pipeline.closed_form import check_k, simple_bound
-from gapstop.problems.pipeline.heaviest_block import build_model
+from gapstop.problems.pipeline.heaviest_block import build_model, integer_weights
 from gapstop.problems.pipeline.model import PipelineProblem
 
 cp_model = _mip.cp_model
@@ -64,8 +64,6 @@ TRY_FACTOR = 3.0
 MIN_TRY_S = 10.0
 #: The climb ends when its step would fall below this (relative).
 MIN_STEP = 0.0025
-#: Dual values are scaled so the largest is this before the pricing model uses them as integers.
-Y_SCALE = 10 ** 6
 #: Longest single pricing solve (seconds); one stopped early still gives columns and a bound.
 PRICING_MAX_S = 5.0
 #: Greedy pricing grows one set from each of this many nodes of largest dual value.
@@ -86,20 +84,12 @@ PRICING_PARAMS: dict[str, Any] | None = None
 def block_costs(problem: PipelineProblem, sets: NDArray[np.bool_]) -> NDArray[np.int64]:
     """Scaled cost in units (``floor`` rounding of :func:`problems.pipeline._mip.scale`) of
     each row of ``sets`` (bool[m, n]): ``work(S) + cut(S) / B``. int64[m]."""
+    from gapstop.problems.pipeline._cover_kernels import set_cost   # numba: only this bound needs it
+
     sc = _mip.scale(problem)
-    sets = np.asarray(sets, dtype=bool)
-    work = np.asarray(sc.work_lo, dtype=np.int64)
-    out = np.asarray(sc.out_lo, dtype=np.int64)
-    cost = sets.astype(np.int64) @ work
-    src = np.repeat(np.arange(problem.n), np.diff(problem.succ_ptr))
-    dst = np.asarray(problem.succ, dtype=np.int64)
-    if src.size:
-        differs = sets[:, src] != sets[:, dst]                       # [m, edges]
-        crossed = np.zeros((sets.shape[0], problem.n), dtype=bool)
-        for j in range(src.size):                                      # a tensor counts once
-            crossed[:, src[j]] |= differs[:, j]
-        cost += crossed.astype(np.int64) @ out
-    return cost
+    work, out = np.asarray(sc.work_lo, dtype=np.int64), np.asarray(sc.out_lo, dtype=np.int64)
+    return np.array([set_cost(row, work, out, problem.succ_ptr, problem.succ)
+                     for row in np.asarray(sets, dtype=bool)], dtype=np.int64)
 
 
 class _Collect(cp_model.CpSolverSolutionCallback):
@@ -177,7 +167,9 @@ class Cover:
         if len(new) == 0:
             return 0
         self.columns = np.vstack([self.columns, new])
-        self.costs = np.concatenate([self.costs, block_costs(self.problem, new)])
+        p = self.problem
+        self.costs = np.concatenate([self.costs, [self._kern.set_cost(row, self._work, self._out, p.succ_ptr, p.succ)
+                                                  for row in new]]).astype(np.int64)
         return len(new)
 
     def _duals(self, cap: int) -> tuple[float, NDArray[np.float64]]:
@@ -244,7 +236,7 @@ class Cover:
             # one found is a column the LP wants (y(S) >= y(V) / k > 1), and its cost, once
             # proven least, is a bound on its own (H(y)). CP-SAT proves this minimum far faster
             # than it bounds max y(S) (2-5 s per call, unproven, at 74-99 nodes, k = 16).
-            yi = np.floor(y * (Y_SCALE / float(y.max()))).astype(np.int64)
+            yi = integer_weights(y)
             pm = build_model(self.problem, k, yi)
             pm.model.add(pm.objective <= cap)
             x = [pm.model.get_bool_var_from_proto_index(v) for v in range(n)]
@@ -275,7 +267,9 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
     The first cap lies :data:`STEP` above ``max(floor, closed-form bound)`` (``floor``: a
     valid bound from elsewhere, the spectral one in a run). A refuted cap becomes the new
     start and the step doubles; a cap not refuted bounds the climb from above and the
-    step halves (the next cap at most half way to it). Each cap gets half the time left.
+    step halves (the next cap at most half way to it). The first cap gets half the time left,
+    later ones at most :data:`TRY_FACTOR` times the last refutation's time (at least
+    :data:`MIN_TRY_S`).
     Ends when the step falls below :data:`MIN_STEP`, at the time limit, or when
     ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other keyword
     arguments are ignored. The value is the best refuted cap or proven H(y), or the closed-form bound if higher.
