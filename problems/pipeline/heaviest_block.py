@@ -82,13 +82,15 @@ def touched_bytes(problem: PipelineProblem) -> NDArray[np.float64]:
     return t.astype(np.float64) / float(problem.bandwidth)
 
 
-def integer_weights(pi: Sequence[float] | NDArray[np.float64]) -> NDArray[np.int64]:
-    """``pi`` scaled so its largest entry is :data:`PI_SCALE`, rounded down (any non-negative
-    integer vector is a valid weighting)."""
+def integer_weights(pi: Sequence[float] | NDArray[np.float64], *, signed: bool = False) -> NDArray[np.int64]:
+    """``pi`` scaled so its largest entry (by magnitude, with ``signed``) is :data:`PI_SCALE`,
+    rounded down. Any integer vector is a valid weighting: the blocks' weights sum to
+    ``pi(V)`` whatever the signs. Without ``signed`` a negative entry is an error (the
+    weightings of this module are non-negative by construction)."""
     p = np.asarray(pi, dtype=np.float64)
-    if p.size == 0 or not np.all(np.isfinite(p)) or p.min() < 0:
+    if p.size == 0 or not np.all(np.isfinite(p)) or (not signed and p.min() < 0):
         raise ValueError("weights must be finite and non-negative")
-    top = p.max()
+    top = np.abs(p).max()
     if top <= 0:
         return np.zeros(p.size, dtype=np.int64)
     return np.floor(p * (PI_SCALE / top)).astype(np.int64)
@@ -159,8 +161,8 @@ def _solve(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s
 def block_value(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float, *,
                 at_most: float | None = None, num_workers: int = 1, random_seed: int = 0,
                 should_stop: Callable[[], bool] | None = None) -> tuple[float, str]:
-    """A valid lower bound on ``H(pi)``, hence on OPT, from the weighting ``pi`` (int64[n],
-    non-negative): (value, solver status).
+    """A valid lower bound on ``H(pi)``, hence on OPT, from the weighting ``pi`` (int64[n], of
+    either sign: the empty set, of cost 0, qualifies when ``pi(V) <= 0``): (value, solver status).
 
     Without ``at_most`` the model is minimised; ``value`` is ``H(pi)`` when the status is
     ``optimal``. With ``at_most = U`` the model also requires ``work(S) + cut(S) / B <= U``:

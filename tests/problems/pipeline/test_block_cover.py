@@ -130,3 +130,36 @@ def test_stops_when_asked_and_reports_rises() -> None:
     assert time.perf_counter() - t0 < 8.0
     assert seen == sorted(seen)
     assert got.value == max([*seen, bounds.simple_bound(p, 4).value])   # never below the closed form
+
+
+def _fresh_lp(columns: np.ndarray, costs: np.ndarray, cap: int, k: int) -> float:
+    """The restricted partitioning LP built from nothing (artificial columns of cost k + 1)."""
+    from ortools.linear_solver import pywraplp
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    cols = columns[costs <= cap]
+    xs = [lp.NumVar(0.0, lp.infinity(), "") for _ in cols]
+    arts = [lp.NumVar(0.0, lp.infinity(), "") for _ in range(columns.shape[1])]
+    for v in range(columns.shape[1]):
+        lp.Add(sum(xs[j] for j in np.flatnonzero(cols[:, v])) + arts[v] == 1.0)
+    lp.Minimize(sum(xs) + (k + 1) * sum(arts))
+    assert lp.Solve() == pywraplp.Solver.OPTIMAL
+    return lp.Objective().Value()
+
+
+def test_the_kept_lp_matches_one_built_afresh_as_columns_and_caps_change() -> None:
+    # the LP lives across rounds and caps (columns above the cap held at 0): its value at every
+    # step must be that of the same LP built from nothing
+    for i in range(6):
+        p = regal_like(70 + i, n=24) if i % 2 else random_dag(20, 80 + i, bandwidth=0.7)
+        k = 3 + i % 3
+        cover = Cover(p, k)
+        base = int(cover.costs.sum()) // k
+        rng = np.random.default_rng(i)
+        changed = 0
+        for step in range(12):
+            cap = int(base * rng.uniform(0.6, 1.4))
+            value, y = cover._duals(cap)
+            assert value == pytest.approx(_fresh_lp(cover.columns, cover.costs, cap, k), rel=1e-9), (i, step)
+            assert float(y.sum()) == pytest.approx(value, rel=1e-6)    # strong duality: y(V) = LP
+            changed += cover._add(cover.intervals(y, cap) + cover.grown(y, cap)) > 0
+        assert changed >= 6, changed

@@ -42,7 +42,7 @@ def _h_by_enumeration(p: PipelineProblem, k: int, pi: list[int]) -> Fraction:
     desc = _reach(p)
     sc = reference.succs(p)
     total = sum(pi)
-    best: Fraction | None = None
+    best: Fraction | None = Fraction(0) if total <= 0 else None    # the empty set (signed weights)
     for r in range(1, p.n + 1):
         for S in map(set, itertools.combinations(range(p.n), r)):
             if k * sum(pi[v] for v in S) < total:
@@ -178,6 +178,27 @@ def test_stops_and_reports() -> None:
         assert b.value == max(seen)
     # no more than one block holding everything (a partition into <= k blocks)
     assert b.value <= evaluate(p, [0] * p.n, k=4).objective
+
+
+def test_signed_weights_give_the_enumerated_minimum_and_stay_below_the_optimum() -> None:
+    # the block-cover bound prices with signed duals: the averaging argument and the model
+    # (empty set included) hold for weights of either sign
+    rng = np.random.default_rng(11)
+    seen_nonpositive = 0
+    for i in range(40):
+        p = random_dag(4 + i % 4, 1700 + i, memory=i % 2 == 0, bandwidth=(1.0, 0.7, 3.0)[i % 3]) if i % 4 \
+            else regal_like(1700 + i, n=7)
+        k = 2 + i % 3
+        pi = [int(x) for x in rng.integers(-6, 7, p.n)]
+        seen_nonpositive += sum(pi) <= 0
+        exact = _h_by_enumeration(p, k, pi)
+        value, status = heaviest_block.block_value(p, k, np.array(pi, dtype=np.int64), 10.0)
+        assert status == "optimal", (i, status)
+        assert value == pytest.approx(float(exact), rel=1e-6, abs=1e-9) and value <= float(exact), (i, value, exact)
+        assert value <= reference.brute_force(p, k) * (1 + 1e-12), (i, value)
+    assert 0 < seen_nonpositive < 40
+    w = heaviest_block.integer_weights([0.5, -2.0, 1.0], signed=True)
+    assert w.tolist() == [heaviest_block.PI_SCALE // 4, -heaviest_block.PI_SCALE, heaviest_block.PI_SCALE // 2]
 
 
 def test_bad_weights() -> None:
