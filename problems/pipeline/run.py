@@ -545,7 +545,7 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
         left = budget - (time.monotonic() - t_start) - delay_s
         if should_stop() or left <= 1.0:
             return
-        # the covering LP dominates the heaviest block: alone for 40 s it rose above it by up to 6.8 %
+        # the partitioning LP dominates the heaviest block: alone for 40 s it rose above it by up to 7 %
         # on REGAL-style graphs at k = 4, 8 and 16; where it refutes nothing its climb ends within
         # two caps (BENCHMARKS.md)
         ctx.bound(bounds.block_cover_bound(problem, k, left, num_workers=1, should_stop=should_stop,
