@@ -68,11 +68,8 @@ MAX_STEP = 0.04
 #: (and at least MIN_TRY_S seconds).
 TRY_FACTOR = 3.0
 MIN_TRY_S = 10.0
-#: The climb ends when its step would fall below this (relative), unless its last cap ran out
-#: of pricing time and at least RETRY_MIN_S seconds are left: then it starts again half a step
-#: above the best refuted cap, with the columns found so far.
+#: The climb ends when its step would fall below this (relative).
 MIN_STEP = 0.0025
-RETRY_MIN_S = 5.0
 #: Longest single pricing solve (seconds); one stopped early still gives columns and a bound.
 PRICING_MAX_S = 5.0
 #: Greedy pricing grows one set from each of this many nodes of largest dual value.
@@ -306,9 +303,8 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
     step halves (the next cap at most half way to it). The first cap gets half the time left,
     later ones at most :data:`TRY_FACTOR` times the last refutation's time (at least
     :data:`MIN_TRY_S`).
-    Ends when the step falls below :data:`MIN_STEP` (unless the last cap ran out of pricing
-    time and :data:`RETRY_MIN_S` are left: then the climb starts again from the best refuted
-    cap), at the time limit, or when ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other keyword
+    Ends when the step falls below :data:`MIN_STEP`, at the time limit, or when
+    ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other keyword
     arguments are ignored. The value is the best refuted cap or proven H(y), or the closed-form bound if higher.
     ``detail``: ``k``, ``caps`` (list of [T, refuted, detail of the attempt]), ``columns``.
     """
@@ -325,16 +321,9 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
     step, ceiling = STEP, math.inf
     last_ok: float | None = None
     caps: list[list[Any]] = []
-    last_why = ""
     while not stop():
         left = time_limit_s - (time.perf_counter() - t0)
         gain = int(min(step * lo, (ceiling - lo) / 2))
-        if gain < MIN_STEP * lo and left >= RETRY_MIN_S and last_why in ("stalled", "time"):
-            # the climb has closed in, but its last cap fell to the pricing's time, not to the LP:
-            # the columns carry over, so the same caps may fall now (in a run, where the cover
-            # shares the cores, a climb ended this way with a third of the run left)
-            ceiling, step = math.inf, STEP / 2
-            gain = int(step * lo)
         if left <= 0.05 or lo <= 0 or gain < MIN_STEP * lo:
             break
         cap = lo + gain
@@ -346,7 +335,6 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
         value, info = cover.refute(cap, allowance, num_workers=num_workers, random_seed=random_seed,
                                    should_stop=stop)
         ok = info["why"] == "refuted"
-        last_why = info["why"]
         caps.append([float(Fraction(cap) / sc.s), ok, info])
         if value > best:
             best = value

@@ -163,28 +163,3 @@ def test_the_kept_lp_matches_one_built_afresh_as_columns_and_caps_change() -> No
             assert float(y.sum()) == pytest.approx(value, rel=1e-6)    # strong duality: y(V) = LP
             changed += cover._add(cover.intervals(y, cap) + cover.grown(y, cap)) > 0
         assert changed >= 6, changed
-
-
-@pytest.mark.parametrize("why, retries", [("time", True), ("stalled", True), ("lp <= k", False)])
-def test_a_closed_climb_starts_again_only_where_the_pricing_ran_out_of_time(
-        monkeypatch: pytest.MonkeyPatch, why: str, retries: bool) -> None:
-    from gapstop.problems.pipeline import block_cover
-
-    def fake(self: Cover, cap: int, time_limit_s: float, **_: object) -> tuple[float, dict[str, object]]:
-        time.sleep(0.05)
-        return -float("inf"), {"why": why, "seconds": 0.05, "lp": 0.0, "rounds": 1, "greedy": 0}
-
-    monkeypatch.setattr(block_cover.Cover, "refute", fake)
-    monkeypatch.setattr(block_cover, "RETRY_MIN_S", 0.5)
-    p = regal_like(8, n=20)
-    t0 = time.perf_counter()
-    got = block_cover_bound(p, 4, 2.0, floor=bounds.spectral_bound(p, 4, 1.0).value)
-    caps = [c[0] for c in got.detail["caps"]]
-    if retries:
-        # after closing in it tries a failed cap again (half a step above the floor) and keeps
-        # trying until the last RETRY_MIN_S of its time
-        assert len(caps) > len(set(caps)), caps
-        assert time.perf_counter() - t0 >= 1.4
-    else:
-        assert caps == sorted(caps, reverse=True) and len(caps) <= 4, caps
-        assert time.perf_counter() - t0 < 1.0
