@@ -20,8 +20,8 @@ and where blocks are small (k = 16) it lies well above the spectral bound: its o
 relaxations are the fractional partition and the stage order. Unlike bin packing, the
 covering form (``>= 1``, ``y >= 0``) is weaker here: a subset of an admissible set need not
 be admissible (convexity, and a removed node's tensors may then cross its boundary), so
-overlapping blocks cover more cheaply than disjoint ones. Measured on regal_000 at k = 4,
-40 s: 6895 against 6793 for the covering form.
+overlapping blocks cover more cheaply than disjoint ones; the partitioning LP's value is
+never below the covering one's (BENCHMARKS.md has both, alone and in runs).
 
 How ``y`` is found: column generation. A restricted LP over the admissible sets found so
 far (GLOP) gives duals ``y``. Sets with ``y(S) > 1`` enter it as new columns, found first
@@ -93,12 +93,17 @@ PRICING_PARAMS: dict[str, Any] | None = None
 def block_costs(problem: PipelineProblem, sets: NDArray[np.bool_]) -> NDArray[np.int64]:
     """Scaled cost in units (``floor`` rounding of :func:`problems.pipeline._mip.scale`) of
     each row of ``sets`` (bool[m, n]): ``work(S) + cut(S) / B``. int64[m]."""
+    sc = _mip.scale(problem)
+    return _set_costs(problem, sets, np.asarray(sc.work_lo, dtype=np.int64), np.asarray(sc.out_lo, dtype=np.int64))
+
+
+def _set_costs(problem: PipelineProblem, sets: NDArray[np.bool_], work: NDArray[np.int64],
+               out: NDArray[np.int64]) -> NDArray[np.int64]:
+    """:func:`block_costs` with the scaled work and output sizes given (int64[n] each)."""
     from gapstop.problems.pipeline._cover_kernels import set_cost   # numba: only this bound needs it
 
-    sc = _mip.scale(problem)
-    work, out = np.asarray(sc.work_lo, dtype=np.int64), np.asarray(sc.out_lo, dtype=np.int64)
     return np.array([set_cost(row, work, out, problem.succ_ptr, problem.succ)
-                     for row in np.asarray(sets, dtype=bool)], dtype=np.int64)
+                     for row in np.asarray(sets, dtype=bool)], dtype=np.int64).reshape(-1)
 
 
 class _Collect(cp_model.CpSolverSolutionCallback):
@@ -181,9 +186,7 @@ class Cover:
             return 0
         self._seen.update(s.tobytes() for s in new)
         self.columns = np.vstack([self.columns, new])
-        p = self.problem
-        self.costs = np.concatenate([self.costs, [self._kern.set_cost(row, self._work, self._out, p.succ_ptr, p.succ)
-                                                  for row in new]]).astype(np.int64)
+        self.costs = np.concatenate([self.costs, _set_costs(self.problem, new, self._work, self._out)])
         return len(new)
 
     def _duals(self, cap: int) -> tuple[float, NDArray[np.float64]]:

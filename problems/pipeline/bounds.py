@@ -16,8 +16,8 @@ Methods, from cheap to strong:
 * ``heaviest-block``: some block holds a k-th of a node weighting and pays its own
   boundary (:mod:`problems.pipeline.heaviest_block`); one small CP-SAT model per weighting,
   strong at k = 8-16 on communication-heavy graphs;
-* ``block-cover``: the blocks cover the nodes and there are at most k of them: a covering LP
-  over convex blocks within a cap, by column generation, its duals certified by CP-SAT
+* ``block-cover``: the blocks partition the nodes and there are at most k of them: a
+  partitioning LP over convex blocks within a cap, by column generation, its duals certified by CP-SAT
   (:mod:`problems.pipeline.block_cover`); it dominates ``heaviest-block`` and was up to 6.8 %
   above it on REGAL-style graphs at k = 4, 8 and 16 in 40 s;
 * ``bottleneck-no-dag`` / ``bottleneck-no-io`` / ``bottleneck``: the three-superblock

@@ -89,7 +89,7 @@ def integer_weights(pi: Sequence[float] | NDArray[np.float64], *, signed: bool =
     weightings of this module are non-negative by construction)."""
     p = np.asarray(pi, dtype=np.float64)
     if p.size == 0 or not np.all(np.isfinite(p)) or (not signed and p.min() < 0):
-        raise ValueError("weights must be finite and non-negative")
+        raise ValueError("weights must be finite" + ("" if signed else " and non-negative"))
     top = np.abs(p).max()
     if top <= 0:
         return np.zeros(p.size, dtype=np.int64)
