@@ -70,8 +70,11 @@ TRY_FACTOR = 3.0
 MIN_TRY_S = 10.0
 #: The climb ends when its step would fall below this (relative).
 MIN_STEP = 0.0025
-#: Longest single pricing solve (seconds); one stopped early still gives columns and a bound.
-PRICING_MAX_S = 5.0
+#: Longest single pricing solve, in CP-SAT's deterministic time (about 2.1 s of wall time per unit
+#: alone on a 2 vCPU AMD EPYC); one stopped early still gives columns and a bound. A wall-clock
+#: limit gave a solve next to a run's search half the work it got alone: a cap it would refute
+#: alone then stalled the climb (BENCHMARKS.md).
+PRICING_MAX_DET = 3.0
 #: Greedy pricing grows one set from each of this many nodes of largest dual value.
 SEEDS = 24
 #: Heuristic pricing scans every interval of this many fixed random topological orders, and of
@@ -82,12 +85,17 @@ PER_ROUND = 40
 #: Reduced-cost tolerance: a set enters the LP when ``y(S) > 1 + TOL``.
 TOL = 1e-7
 #: After a refutation, the refuting ``y``'s own ``H(y)`` is minimised for at most this long
-#: (seconds; 0: not at all).
-JUMP_S = 3.0
+#: (CP-SAT's deterministic time, as :data:`PRICING_MAX_DET`; 0: not at all).
+JUMP_DET = 1.5
 #: CP-SAT parameters of the exact pricing solves (None: the MIPs' own, linearization level 2). Its
 #: extra cuts prove the infeasibility that certifies a cap: on regal_000 at k = 16 (1 % above the
 #: heaviest-block bound) in 1.5 s, where level 0 proved nothing in 30 s.
 PRICING_PARAMS: dict[str, Any] | None = None
+
+
+def _limited(det: float) -> dict[str, Any]:
+    """The pricing solves' CP-SAT parameters with a deterministic time limit of ``det``."""
+    return {**(PRICING_PARAMS or {}), "max_deterministic_time": float(det)}
 
 
 def block_costs(problem: PipelineProblem, sets: NDArray[np.bool_]) -> NDArray[np.int64]:
@@ -268,20 +276,21 @@ class Cover:
             pm.model.add(pm.objective <= cap)
             x = [pm.model.get_bool_var_from_proto_index(v) for v in range(n)]
             cb = _Collect(x)
-            status, value, _, _ = _mip.solve(pm, n, time_limit_s=min(left, PRICING_MAX_S), num_workers=num_workers,
+            status, value, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
                                              random_seed=random_seed, callback=cb, should_stop=stop,
-                                             cp_params=PRICING_PARAMS)
+                                             cp_params=_limited(PRICING_MAX_DET))
             refuted = _mip.to_value(pm, cap + 1, n)
             if status == "infeasible":
                 bound, why = max(bound, refuted), "refuted"
                 left = time_limit_s - (time.perf_counter() - t0)
-                if JUMP_S > 0 and left > 0.5 and not stop():
+                if JUMP_DET > 0 and left > 0.5 and not stop():
                     # the same y often holds well above the cap: H(y) itself, minimised with the
                     # refuted range cut off, is a bound of its own (the proven one, optimal or not)
                     pm = build_model(self.problem, k, yi)
                     pm.model.add(pm.objective >= cap + 1)
-                    _, jumped, _, _ = _mip.solve(pm, n, time_limit_s=min(left, JUMP_S), num_workers=num_workers,
-                                                 random_seed=random_seed, should_stop=stop, cp_params=PRICING_PARAMS)
+                    _, jumped, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
+                                                 random_seed=random_seed, should_stop=stop,
+                                                 cp_params=_limited(JUMP_DET))
                     bound = max(bound, jumped)
                 break
             if status != "optimal":

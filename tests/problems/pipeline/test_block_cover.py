@@ -163,3 +163,56 @@ def test_the_kept_lp_matches_one_built_afresh_as_columns_and_caps_change() -> No
             assert float(y.sum()) == pytest.approx(value, rel=1e-6)    # strong duality: y(V) = LP
             changed += cover._add(cover.intervals(y, cap) + cover.grown(y, cap)) > 0
         assert changed >= 6, changed
+
+
+def _attempt(p: PipelineProblem, k: int, cap: int, busy: int, monkeypatch: pytest.MonkeyPatch
+             ) -> tuple[float, dict[str, object], list[str]]:
+    """One :meth:`Cover.refute` of ``cap`` while ``busy`` threads keep the cores busy (numpy
+    products, which release the GIL): (value, detail without seconds, every CP-SAT status)."""
+    import threading
+
+    statuses: list[str] = []
+    solve = _mip.solve
+
+    def recorded(*args: object, **kw: object) -> tuple[str, float, object, float]:
+        out = solve(*args, **kw)   # type: ignore[arg-type]
+        statuses.append(out[0])
+        return out
+
+    monkeypatch.setattr(_mip, "solve", recorded)
+    done = threading.Event()
+
+    def burn() -> None:
+        a = np.random.default_rng(0).random((300, 300))
+        while not done.is_set():
+            a = np.tanh(a @ a)
+
+    threads = [threading.Thread(target=burn) for _ in range(busy)]
+    for t in threads:
+        t.start()
+    try:
+        value, info = Cover(p, k).refute(cap, 60.0)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    monkeypatch.setattr(_mip, "solve", solve)
+    return value, {key: info[key] for key in ("lp", "rounds", "greedy", "why")}, statuses
+
+
+def test_pricing_limit_is_solver_work_so_busy_cores_do_not_change_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a run the cover shares the cores with the search; with a wall-clock limit its pricing
+    # solves did half the work they did alone, and caps refuted alone stalled. With CP-SAT's
+    # deterministic time (one worker) an attempt is the same next to busy threads.
+    from gapstop.problems.pipeline import block_cover
+    monkeypatch.setattr(block_cover, "PRICING_MAX_DET", 0.05)
+    monkeypatch.setattr(block_cover, "JUMP_DET", 0.05)
+    limited = 0
+    for seed, n, k in ((11, 50, 8), (12, 60, 16)):
+        p = regal_like(seed, n=n)
+        cap = _mip.scale(p).floor_of(Fraction(1.03 * bounds.spectral_bound(p, k, 1.0).value))
+        alone = _attempt(p, k, cap, 0, monkeypatch)
+        busy = _attempt(p, k, cap, 2, monkeypatch)
+        assert busy == alone, (seed, alone, busy)
+        limited += sum(s in ("feasible", "bound-only") for s in alone[2])
+    assert limited >= 1   # some solve ended on the limit, not vacuous
