@@ -60,8 +60,13 @@ cp_model = _mip.cp_model
 MUS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 #: The ascent over MUS ends after this many values in a row that do not raise the bound.
 PATIENCE = 2
-#: Longest time spent on one weighting (seconds); a solve stopped early still gives a valid bound.
-EVAL_CAP_S = 8.0
+#: Most work spent on one weighting, in CP-SAT's deterministic time (0.35-0.53 units per second of
+#: wall time alone on a 2 vCPU AMD EPYC: about the 8 s this cap was before in wall time); a solve
+#: stopped early still gives a valid bound. The wall-clock cap gave a weighting beside a run's
+#: search half the work it got alone, and the bound 0.5-1 % less at k = 4 (BENCHMARKS.md).
+EVAL_CAP_DET = 3.5
+#: A climb does not start a solve with less deterministic time than this.
+MIN_DET = 0.02
 #: The first cap lies this far above the start value (relative); it doubles after a refutation
 #: that took under a quarter of its allowance and halves after a cap that was not refuted.
 STEP = 0.01
@@ -139,23 +144,28 @@ def build_model(problem: PipelineProblem, k: int, pi: NDArray[np.int64]) -> _mip
 
 
 def _solve(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float, cap: int | None, *,
-           num_workers: int, random_seed: int, should_stop: Callable[[], bool] | None
-           ) -> tuple[float, str, int | None]:
+           num_workers: int, random_seed: int, should_stop: Callable[[], bool] | None,
+           det: float | None = None) -> tuple[float, str, int | None, float]:
     """Minimise the model of ``H(pi)`` with the scaled objective at most ``cap`` units (None: no
-    cap): (valid lower bound on ``H(pi)``, status, best objective found in units or None)."""
+    cap), for at most ``time_limit_s`` seconds and, if given, ``det`` units of CP-SAT's
+    deterministic time: (valid lower bound on ``H(pi)``, status, best objective found in units or
+    None, deterministic time used)."""
     pm = build_model(problem, k, pi)
     refuted = -math.inf
     if cap is not None:
         pm.model.add(pm.objective <= cap)
         refuted = _mip.to_value(pm, cap + 1, problem.n)
     status, value, solver, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
-                                          random_seed=random_seed, should_stop=should_stop)
+                                          random_seed=random_seed, should_stop=should_stop,
+                                          cp_params=None if det is None else
+                                          {"max_deterministic_time": max(0.01, float(det))})
+    used = float(solver.deterministic_time)
     found = round(solver.objective_value) if status in ("optimal", "feasible") else None
     if status == "infeasible":
-        return refuted, status, None
+        return refuted, status, None, used
     if status != "optimal" and cap is not None:
         value = min(value, refuted)
-    return value, status, found
+    return value, status, found, used
 
 
 def block_value(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float, *,
@@ -173,14 +183,15 @@ def block_value(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_li
     if problem.n == 0:
         return 0.0, "optimal"
     cap = None if at_most is None else _mip.scale(problem).floor_of(Fraction(float(at_most)))
-    value, status, _ = _solve(problem, k, np.asarray(pi, dtype=np.int64), time_limit_s, cap,
-                              num_workers=num_workers, random_seed=random_seed, should_stop=should_stop)
+    value, status, _, _ = _solve(problem, k, np.asarray(pi, dtype=np.int64), time_limit_s, cap,
+                                 num_workers=num_workers, random_seed=random_seed, should_stop=should_stop)
     return value, status
 
 
 def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s: float,
                     start: float, *, plain_share: float = PLAIN_SHARE, num_workers: int = 1, random_seed: int = 0,
-                    should_stop: Callable[[], bool] | None = None) -> tuple[float, str, list[list[Any]]]:
+                    should_stop: Callable[[], bool] | None = None, det_limit: float | None = None
+                    ) -> tuple[float, str, list[list[Any]]]:
     """A valid lower bound on ``H(pi)`` by refuting caps above ``start`` (module docstring):
     (value, status of the last solve, steps as [cap in units, value, status]).
 
@@ -194,17 +205,38 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
     gets half the time left (all of it for the last try); the climb ends at a solved optimum,
     when the next cap would gain less than :data:`MIN_STEP`, at the time limit or when
     ``should_stop()`` says so.
+
+    ``det_limit``: the time to share out is this many units of CP-SAT's deterministic time
+    (its measure of work done), ``time_limit_s`` only a wall-clock backstop. The climb then does
+    the same beside other busy threads as alone, only more slowly. None: wall-clock seconds.
     """
     t0 = time.perf_counter()
     stop = should_stop or (lambda: False)
     pi = np.asarray(pi, dtype=np.int64)
     if problem.n == 0:
         return 0.0, "optimal", []
+    used = 0.0   # deterministic time spent
+
+    def left() -> float:
+        """What is left to share out: deterministic units, or seconds without ``det_limit``."""
+        wall = time_limit_s - (time.perf_counter() - t0)
+        return wall if det_limit is None else min(det_limit - used, math.inf if wall > 0.05 else 0.0)
+
+    def solve(share: float, cap: int | None) -> tuple[float, str, int | None, float]:
+        """One solve with ``share`` of what is left: (value, status, found, its share used)."""
+        nonlocal used
+        wall = time_limit_s - (time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        value, status, got, det = _solve(problem, k, pi, wall if det_limit is not None else share, cap,
+                                         num_workers=num_workers, random_seed=random_seed, should_stop=stop,
+                                         det=share if det_limit is not None else None)
+        used += det
+        return value, status, got, det if det_limit is not None else time.perf_counter() - t1
+
     sc = _mip.scale(problem)
     lo = sc.floor_of(Fraction(float(start))) if math.isfinite(start) and start > 0 else 0
     if lo <= 0:
-        value, status, _ = _solve(problem, k, pi, time_limit_s, None, num_workers=num_workers,
-                                  random_seed=random_seed, should_stop=stop)
+        value, status, _, _ = solve(left(), None)
         return value, status, [[None, value, status]]
     best, status, found = -math.inf, "timeout", None
     steps: list[list[Any]] = []
@@ -212,8 +244,7 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
         # where blocks are small (large k) CP-SAT often solves the model outright in a second
         # or two, faster than a climb (regal_007 at k = 16: 2504.5 at mu = 0.2, where climbs
         # stopped at 2481-2487 in runs); a block it finds bounds the caps from above
-        best, status, found = _solve(problem, k, pi, time_limit_s * plain_share, None, num_workers=num_workers,
-                                     random_seed=random_seed, should_stop=stop)
+        best, status, found, _ = solve(left() * plain_share, None)
         steps.append([None, best, status])
         if status == "optimal":
             return best, status, steps
@@ -222,8 +253,8 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
     step = STEP
     failed: int | None = None    # least cap neither refuted nor satisfied in its time
     while True:
-        left = time_limit_s - (time.perf_counter() - t0)
-        if left <= 0.05 or stop():
+        remaining = left()
+        if remaining <= (0.05 if det_limit is None else MIN_DET) or stop():
             break
         if found is not None and found - lo <= max(1.0, 4 * MIN_STEP * lo):
             # just below the block found: refuting this cap proves that block optimal
@@ -237,17 +268,15 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
                 break
             cap = lo + gain
             last = step <= MIN_STEP or (ceiling - lo) / 2 <= 2 * MIN_STEP * lo
-        allowance = left if last else left / 2
-        t1 = time.perf_counter()
-        value, status, got = _solve(problem, k, pi, allowance, cap, num_workers=num_workers,
-                                    random_seed=random_seed, should_stop=stop)
+        allowance = remaining if last else remaining / 2
+        value, status, got, spent = solve(allowance, cap)
         steps.append([cap, value, status])
         best = max(best, value)
         if status == "optimal":
             break
         if status == "infeasible":
             lo = cap
-            if found is None and failed is None and time.perf_counter() - t1 < allowance / 4:
+            if found is None and failed is None and spent < allowance / 4:
                 step *= 2
             continue
         if got is not None:
@@ -264,12 +293,12 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
                          num_workers: int = 1, random_seed: int = 0,
                          should_stop: Callable[[], bool] | None = None,
                          on_improve: Callable[[float], None] | None = None,
-                         mus: Sequence[float] = MUS, eval_cap_s: float = EVAL_CAP_S,
+                         mus: Sequence[float] = MUS, eval_cap_det: float = EVAL_CAP_DET,
                          floor: float = -math.inf, **_: Any) -> Bound:
     """The best ``H(work + mu * touched)`` bound over ``mus`` found within ``time_limit_s``.
 
-    Tries ``mus`` in order, each by :func:`weighting_bound` for at most ``eval_cap_s``
-    seconds. The first is minimised for :data:`PLAIN_SHARE` of that. If that solves it, every
+    Tries ``mus`` in order, each by :func:`weighting_bound` for at most ``eval_cap_det`` units
+    of CP-SAT's deterministic time (and the wall-clock time left). The first is minimised for :data:`PLAIN_SHARE` of that. If that solves it, every
     weighting is minimised, and a weighting not solved that way at or below the best bound
     known ends the ascent (a larger mu is harder to prove). If not, the rest of its time and
     every later weighting climb caps from the best bound known so far: ``floor`` (a valid
@@ -296,7 +325,7 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
         if left <= 0.05 or stop():
             break
         pi = integer_weights(work + mu * touched)
-        value, status, steps = weighting_bound(problem, k, pi, min(left, eval_cap_s), max(best, floor, closed),
+        value, status, steps = weighting_bound(problem, k, pi, left, max(best, floor, closed), det_limit=eval_cap_det,
                                                plain_share=PLAIN_SHARE if climbing is None else
                                                0.0 if climbing else 1.0,
                                                num_workers=num_workers, random_seed=random_seed,

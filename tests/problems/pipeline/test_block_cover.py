@@ -14,6 +14,7 @@ from gapstop.problems.pipeline.block_cover import Cover, block_cover_bound, bloc
 from gapstop.problems.pipeline.generators import random_dag, regal_like
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
+from tests.problems.pipeline.busy import busy_cores, record_statuses
 from tests.problems.pipeline.test_heaviest_block import _reach
 
 pytestmark = pytest.mark.mip
@@ -169,34 +170,11 @@ def _attempt(p: PipelineProblem, k: int, cap: int, busy: int, monkeypatch: pytes
              ) -> tuple[float, dict[str, object], list[str]]:
     """One :meth:`Cover.refute` of ``cap`` while ``busy`` threads keep the cores busy (numpy
     products, which release the GIL): (value, detail without seconds, every CP-SAT status)."""
-    import threading
-
-    statuses: list[str] = []
     solve = _mip.solve
-
-    def recorded(*args: object, **kw: object) -> tuple[str, float, object, float]:
-        out = solve(*args, **kw)   # type: ignore[arg-type]
-        statuses.append(out[0])
-        return out
-
-    monkeypatch.setattr(_mip, "solve", recorded)
-    done = threading.Event()
-
-    def burn() -> None:
-        a = np.random.default_rng(0).random((300, 300))
-        while not done.is_set():
-            a = np.tanh(a @ a)
-
-    threads = [threading.Thread(target=burn) for _ in range(busy)]
-    for t in threads:
-        t.start()
-    try:
+    statuses = record_statuses(monkeypatch)
+    with busy_cores(busy):
         value, info = Cover(p, k).refute(cap, 60.0)
-    finally:
-        done.set()
-        for t in threads:
-            t.join()
-    monkeypatch.setattr(_mip, "solve", solve)
+    monkeypatch.setattr(_mip, "solve", solve)   # the next attempt records its own
     return value, {key: info[key] for key in ("lp", "rounds", "greedy", "why")}, statuses
 
 
