@@ -298,15 +298,17 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
     """The best ``H(work + mu * touched)`` bound over ``mus`` found within ``time_limit_s``.
 
     Tries ``mus`` in order, each by :func:`weighting_bound` for at most ``eval_cap_det`` units
-    of CP-SAT's deterministic time (and the wall-clock time left). The first is minimised for :data:`PLAIN_SHARE` of that. If that solves it, every
-    weighting is minimised, and a weighting not solved that way at or below the best bound
-    known ends the ascent (a larger mu is harder to prove). If not, the rest of its time and
-    every later weighting climb caps from the best bound known so far: ``floor`` (a valid
-    bound from elsewhere, the spectral one in a run), this bound's best, or the closed-form
-    bound. Stops also after :data:`PATIENCE` values in a row that do not raise this bound, at the time
-    limit, or when ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other
-    keyword arguments (the MIP methods' options) are ignored. The value is this method's
-    own (it may lie below ``floor``). ``detail``: ``k``, ``mu`` (the best), ``tried`` (list
+    of CP-SAT's deterministic time (and the wall-clock time left), so that it does the same
+    work beside a run's search as alone. The first is minimised for :data:`PLAIN_SHARE` of
+    that. If that solves it, every weighting is minimised, and a weighting not solved that way
+    at or below the best bound known ends the ascent (a larger mu is harder to prove). If not,
+    the rest of its time and every later weighting climb caps from the best bound known so
+    far: ``floor`` (a valid bound from elsewhere, the spectral one in a run), this bound's
+    best, or the closed-form bound. Stops also after :data:`PATIENCE` values in a row that do
+    not raise this bound, at the time limit, or when ``should_stop()`` says so.
+    ``on_improve(value)`` reports every rise. Other keyword arguments (the MIP methods'
+    options) are ignored. The value is this method's own (it may lie below ``floor``).
+    ``detail``: ``k``, ``mu`` (the best), ``tried`` (list
     of [mu, value, status of its last solve, number of solves]).
     """
     t0 = time.perf_counter()
