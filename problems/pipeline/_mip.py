@@ -419,8 +419,13 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
           callback: cp_model.CpSolverSolutionCallback | None = None,
           on_bound: Callable[[float], None] | None = None,
           should_stop: Callable[[], bool] | None = None,
-          cp_params: dict[str, Any] | None = None) -> tuple[str, float, cp_model.CpSolver, float]:
+          cp_params: dict[str, Any] | None = None,
+          work_limit: float | None = None) -> tuple[str, float, cp_model.CpSolver, float]:
     """Solve; returns (status, valid lower bound, solver, wall seconds).
+
+    ``work_limit``: stop also after this much of CP-SAT's deterministic time (its measure of
+    work done, ``solver.deterministic_time``), which unlike ``time_limit_s`` does not shrink
+    when other threads take the cores; with one worker the solve is then reproducible.
 
     ``should_stop`` is polled every 0.1 s from a watcher thread; when it returns True
     the search stops and the bound proven so far is returned (still valid).
@@ -430,6 +435,8 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
     solver.parameters.num_workers = int(num_workers)
     solver.parameters.random_seed = int(random_seed)
+    if work_limit is not None:
+        solver.parameters.max_deterministic_time = max(0.01, float(work_limit))
     # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
     # in a thread (std::bad_function_call), losing the run's best result
     solver.parameters.catch_sigint_signal = False

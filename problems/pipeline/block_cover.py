@@ -93,11 +93,6 @@ JUMP_DET = 1.5
 PRICING_PARAMS: dict[str, Any] | None = None
 
 
-def _limited(det: float) -> dict[str, Any]:
-    """The pricing solves' CP-SAT parameters with a deterministic time limit of ``det``."""
-    return {**(PRICING_PARAMS or {}), "max_deterministic_time": float(det)}
-
-
 def block_costs(problem: PipelineProblem, sets: NDArray[np.bool_]) -> NDArray[np.int64]:
     """Scaled cost in units (``floor`` rounding of :func:`problems.pipeline._mip.scale`) of
     each row of ``sets`` (bool[m, n]): ``work(S) + cut(S) / B``. int64[m]."""
@@ -278,7 +273,7 @@ class Cover:
             cb = _Collect(x)
             status, value, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
                                              random_seed=random_seed, callback=cb, should_stop=stop,
-                                             cp_params=_limited(PRICING_MAX_DET))
+                                             cp_params=PRICING_PARAMS, work_limit=PRICING_MAX_DET)
             refuted = _mip.to_value(pm, cap + 1, n)
             if status == "infeasible":
                 bound, why = max(bound, refuted), "refuted"
@@ -290,7 +285,7 @@ class Cover:
                     pm.model.add(pm.objective >= cap + 1)
                     _, jumped, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
                                                  random_seed=random_seed, should_stop=stop,
-                                                 cp_params=_limited(JUMP_DET))
+                                                 cp_params=PRICING_PARAMS, work_limit=JUMP_DET)
                     bound = max(bound, jumped)
                 break
             if status != "optimal":

@@ -156,9 +156,7 @@ def _solve(problem: PipelineProblem, k: int, pi: NDArray[np.int64], time_limit_s
         pm.model.add(pm.objective <= cap)
         refuted = _mip.to_value(pm, cap + 1, problem.n)
     status, value, solver, _ = _mip.solve(pm, problem.n, time_limit_s=time_limit_s, num_workers=num_workers,
-                                          random_seed=random_seed, should_stop=should_stop,
-                                          cp_params=None if det is None else
-                                          {"max_deterministic_time": max(0.01, float(det))})
+                                          random_seed=random_seed, should_stop=should_stop, work_limit=det)
     used = float(solver.deterministic_time)
     found = round(solver.objective_value) if status in ("optimal", "feasible") else None
     if status == "infeasible":
@@ -220,18 +218,22 @@ def weighting_bound(problem: PipelineProblem, k: int, pi: NDArray[np.int64], tim
     def left() -> float:
         """What is left to share out: deterministic units, or seconds without ``det_limit``."""
         wall = time_limit_s - (time.perf_counter() - t0)
-        return wall if det_limit is None else min(det_limit - used, math.inf if wall > 0.05 else 0.0)
+        if det_limit is None:
+            return wall
+        return det_limit - used if wall > 0.05 else 0.0
 
     def solve(share: float, cap: int | None) -> tuple[float, str, int | None, float]:
         """One solve with ``share`` of what is left: (value, status, found, its share used)."""
         nonlocal used
-        wall = time_limit_s - (time.perf_counter() - t0)
         t1 = time.perf_counter()
-        value, status, got, det = _solve(problem, k, pi, wall if det_limit is not None else share, cap,
-                                         num_workers=num_workers, random_seed=random_seed, should_stop=stop,
-                                         det=share if det_limit is not None else None)
+        if det_limit is None:
+            value, status, got, _ = _solve(problem, k, pi, share, cap, num_workers=num_workers,
+                                           random_seed=random_seed, should_stop=stop)
+            return value, status, got, time.perf_counter() - t1
+        value, status, got, det = _solve(problem, k, pi, time_limit_s - (t1 - t0), cap, num_workers=num_workers,
+                                         random_seed=random_seed, should_stop=stop, det=share)
         used += det
-        return value, status, got, det if det_limit is not None else time.perf_counter() - t1
+        return value, status, got, det
 
     sc = _mip.scale(problem)
     lo = sc.floor_of(Fraction(float(start))) if math.isfinite(start) and start > 0 else 0

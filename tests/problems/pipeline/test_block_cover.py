@@ -166,15 +166,13 @@ def test_the_kept_lp_matches_one_built_afresh_as_columns_and_caps_change() -> No
         assert changed >= 6, changed
 
 
-def _attempt(p: PipelineProblem, k: int, cap: int, busy: int, monkeypatch: pytest.MonkeyPatch
-             ) -> tuple[float, dict[str, object], list[str]]:
+def _attempt(p: PipelineProblem, k: int, cap: int, busy: int) -> tuple[float, dict[str, object], list[str]]:
     """One :meth:`Cover.refute` of ``cap`` while ``busy`` threads keep the cores busy (numpy
     products, which release the GIL): (value, detail without seconds, every CP-SAT status)."""
-    solve = _mip.solve
-    statuses = record_statuses(monkeypatch)
-    with busy_cores(busy):
-        value, info = Cover(p, k).refute(cap, 60.0)
-    monkeypatch.setattr(_mip, "solve", solve)   # the next attempt records its own
+    with pytest.MonkeyPatch.context() as patch:   # each attempt records its own solves
+        statuses = record_statuses(patch)
+        with busy_cores(busy):
+            value, info = Cover(p, k).refute(cap, 60.0)
     return value, {key: info[key] for key in ("lp", "rounds", "greedy", "why")}, statuses
 
 
@@ -189,8 +187,8 @@ def test_pricing_limit_is_solver_work_so_busy_cores_do_not_change_an_attempt(mon
     for seed, n, k in ((11, 50, 8), (12, 60, 16)):
         p = regal_like(seed, n=n)
         cap = _mip.scale(p).floor_of(Fraction(1.03 * bounds.spectral_bound(p, k, 1.0).value))
-        alone = _attempt(p, k, cap, 0, monkeypatch)
-        busy = _attempt(p, k, cap, 2, monkeypatch)
+        alone = _attempt(p, k, cap, 0)
+        busy = _attempt(p, k, cap, 2)
         assert busy == alone, (seed, alone, busy)
         limited += sum(s in ("feasible", "bound-only") for s in alone[2])
     assert limited >= 1   # some solve ended on the limit, not vacuous
