@@ -87,36 +87,50 @@ def _reported(ns: str, prefix: str) -> bool:
 
 
 def test_killed_worker_is_replaced_and_run_finishes(graph: Path, tmp_path: Path) -> None:
-    out: dict = {}
+    import os
+    import signal
+
     ns = "gapstop-killtest"
     # long enough for two cold starts of a search worker (seconds each on a loaded 2-core
-    # machine: with 15 s neither the victim nor its replacement had reported in 2 of 3 full runs)
+    # machine: with 15 s neither the victim nor its replacement had reported in 2 of 3 full
+    # runs); the run is interrupted (Ctrl-C) as soon as the replacement has reported
     limit = 45
+    killed: dict = {}
+    done = threading.Event()
+    t_end = time.monotonic() + limit - 5.0  # no interrupt near the run's own end
 
-    def go() -> None:
-        out["doc"] = run("pipeline", str(graph), {"k": 4}, time_limit_s=limit, target_gap=0.0, seed=0,
-                         run_dir=str(tmp_path / "rd"), workers=2, namespace=ns)
+    def kill_then_interrupt() -> None:
+        victim = None
+        for _ in range(300):
+            time.sleep(0.1)
+            try:
+                victim = ray.get_actor("search-0", namespace=ns)
+                break
+            except ValueError:  # not created yet
+                continue
+        if victim is None:
+            return
+        deadline = time.monotonic() + limit / 3
+        while not _reported(ns, "search-0") and time.monotonic() < deadline:  # let it report something first
+            time.sleep(0.2)
+        ray.kill(victim, no_restart=True)
+        killed["at"] = time.monotonic()
+        while not _reported(ns, "search-0r") and time.monotonic() < t_end:
+            time.sleep(0.2)
+        if time.monotonic() < t_end and not done.is_set():
+            os.kill(os.getpid(), signal.SIGINT)  # the run takes it as Ctrl-C: ends "interrupted"
 
     from gapstop.cluster.connect import connect
 
     connect(None, 2, namespace=ns)  # the run below joins this instance
-    t = threading.Thread(target=go)
+    t = threading.Thread(target=kill_then_interrupt)
     t.start()
-    victim = None
-    for _ in range(300):
-        time.sleep(0.1)
-        try:
-            victim = ray.get_actor("search-0", namespace=ns)
-            break
-        except ValueError:  # not created yet
-            continue
-    assert victim is not None
-    deadline = time.monotonic() + limit / 3
-    while not _reported(ns, "search-0") and time.monotonic() < deadline:  # let it report something first
-        time.sleep(0.2)
-    ray.kill(victim, no_restart=True)
-    t.join(timeout=limit + 120)
-    doc = out["doc"]
+    doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=limit, target_gap=0.0, seed=0,
+              run_dir=str(tmp_path / "rd"), workers=2, namespace=ns)
+    done.set()
+    t.join(timeout=10)
+    assert "at" in killed
+    assert doc["stopped_because"] in ("interrupted", "time-limit")
     assert doc["objective"] is not None
     assert any(name.startswith("search-0r") for name in doc["workers"]["evals"]), doc["workers"]
     _check_solution(graph, doc)
