@@ -1,26 +1,33 @@
 """gapstop against plain CP-SAT on the exact MIP, side by side (a script, not a test).
 
     python benchmarks/pipeline_vs_cpsat.py [--graphs a,b|regal:SEED,...] [--ks 4,16] [--seconds 60]
-        [--regal-seeds 26000-26009] [--repo DIR] [--jsonl results.jsonl] [--in-process]
+        [--regal-seeds 26000-26009] [--repo DIR] [--jsonl results.jsonl] [--in-process] [--reps N]
     python benchmarks/pipeline_vs_cpsat.py --table-from results.jsonl
 
 For every graph and k, one after the other, alternating which side goes first:
 
 * gapstop: ``python launch.py pipeline solve GRAPH -k K --time-limit S --target-gap 0 --out r.json``
-  (Ray local, default worker plan), run from ``--repo`` (default: this tree); with
-  ``--in-process``, the in-process runner in a child process instead (threads, no Ray: what
-  ``pipeline solve --in-process`` runs), its event sources read from the coordinator;
+  (launch.py's default: without ``--address`` or ``--workers``, the solve loop in threads of
+  that process), run from ``--repo`` (default: this tree); with ``--in-process``, the same
+  solve loop called in a child process of this script, its event sources read from the
+  run's event log;
 * plain CP-SAT: the exact MIP (:func:`problems.pipeline.bounds.exact_bound`, no hint, no
   floor) for S seconds with 2 workers, in its own process; its last partition is re-scored
   by the exact evaluator and its proven bound is the certificate.
 
+With ``--reps N`` each side runs N times per graph and k (gapstop with ``--seed`` 0..N-1,
+CP-SAT with ``random_seed`` 0..N-1): both sides scatter by a percent or more at k = 16 from run to
+run, so one run per side does not say which is ahead on a graph. The table then compares each
+side's median objective and median bound per graph and k.
+
 Graphs: every file in ``../shared/data/pipeline/`` and fresh REGAL-style graphs from
 :func:`problems.pipeline.generators.regal_like` (``regal:SEED``; default seeds 26000-26009).
-Prints one row per run and the table of geometric means per group and k: certified
+Prints one row per run, the table of geometric means per group and k: certified
 ratio (objective / lower bound) of each side, gapstop's objective / CP-SAT's, gapstop's
 bound / CP-SAT's, the worst objective ratio, and where gapstop's incumbents came from
-(accepted improvements per source, from the run's ``events.parquet``); then each source's
-mean share of gapstop's objective decrease from its first incumbent to its last.
+(accepted improvements per source, from the run's ``events.parquet``); each graph's runs and the
+ratio of the sides' median objectives; then each source's mean share of gapstop's objective
+decrease from its first incumbent to its last.
 """
 
 from __future__ import annotations
@@ -85,14 +92,14 @@ def _sources(run_dir: Path) -> tuple[dict[str, int], dict[str, float]]:
     return _tally([w for w, _ in ups]), _gains(ups)
 
 
-def run_gapstop(repo: Path, graph: Path, k: int, seconds: float, tmp: Path) -> dict[str, Any]:
-    out = tmp / f"gapstop_{graph.stem}_{k}.json"
+def run_gapstop(repo: Path, graph: Path, k: int, seconds: float, tmp: Path, seed: int = 0) -> dict[str, Any]:
+    out = tmp / f"gapstop_{graph.stem}_{k}_{seed}.json"
     run_dir = tmp / f"run_{graph.stem}_{k}_{time.monotonic_ns()}"
     env = {**os.environ, "PYTHONPATH": str(repo)}
     t0 = time.monotonic()
     subprocess.run([sys.executable, str(repo / "launch.py"), "pipeline", "solve", str(graph), "-k", str(k),
-                    "--time-limit", str(seconds), "--target-gap", "0", "--out", str(out), "--run-dir", str(run_dir),
-                    "--quiet"], cwd=repo, env=env, stdout=subprocess.DEVNULL, check=False)
+                    "--time-limit", str(seconds), "--target-gap", "0", "--seed", str(seed), "--out", str(out),
+                    "--run-dir", str(run_dir), "--quiet"], cwd=repo, env=env, stdout=subprocess.DEVNULL, check=False)
     wall = time.monotonic() - t0
     doc = json.loads(out.read_text()) if out.exists() else {}
     src, gains = _sources(run_dir)
@@ -110,11 +117,11 @@ def _tally(sources: list[str]) -> dict[str, int]:
     return dict(c)
 
 
-def run_child(mode: str, graph: Path, k: int, seconds: float, repo: Path = ROOT) -> dict[str, Any]:
+def run_child(mode: str, graph: Path, k: int, seconds: float, repo: Path = ROOT, seed: int = 0) -> dict[str, Any]:
     """Run ``mode`` (``--cpsat-one`` or ``--inproc-one``) in a child process; its last stdout line is JSON."""
     env = {**os.environ, "PYTHONPATH": str(repo)}
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, __file__, mode, str(graph), str(k), str(seconds)],
+    res = subprocess.run([sys.executable, __file__, mode, str(graph), str(k), str(seconds), str(seed)],
                          env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
     try:
@@ -125,18 +132,18 @@ def run_child(mode: str, graph: Path, k: int, seconds: float, repo: Path = ROOT)
     return doc
 
 
-def run_cpsat(graph: Path, k: int, seconds: float) -> dict[str, Any]:
+def run_cpsat(graph: Path, k: int, seconds: float, seed: int = 0) -> dict[str, Any]:
     """Plain CP-SAT in a child process (same isolation as the gapstop run)."""
-    return run_child("--cpsat-one", graph, k, seconds)
+    return run_child("--cpsat-one", graph, k, seconds, seed=seed)
 
 
-def _inproc_one(graph: str, k: int, seconds: float) -> None:
+def _inproc_one(graph: str, k: int, seconds: float, seed: int) -> None:
     """gapstop in-process (threads, no Ray: ``pipeline solve --in-process``), with its event sources."""
     from _inprocess import solve_in_process
 
     from gapstop.problems.pipeline.io import load_graph
 
-    doc = solve_in_process("pipeline", load_graph(graph), {"k": k}, time_limit_s=seconds)
+    doc = solve_in_process("pipeline", load_graph(graph), {"k": k}, time_limit_s=seconds, seed=seed)
     ups = [(e["method"], e["value"]) for e in doc["events"] if e["kind"] == "upper"]
     print(json.dumps({"objective": doc["objective"], "lower_bound": doc["lower_bound"],
                       "found_by": doc["found_by"], "sources": _tally([m for m, _ in ups]), "gains": _gains(ups)}))
@@ -154,13 +161,13 @@ def _gains(ups: list[tuple[str, float]]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in c.items()}
 
 
-def _cpsat_one(graph: str, k: int, seconds: float) -> None:
+def _cpsat_one(graph: str, k: int, seconds: float, seed: int) -> None:
     from gapstop.problems.pipeline import bounds
     from gapstop.problems.pipeline.evaluate import evaluate
     from gapstop.problems.pipeline.io import load_graph
 
     p = load_graph(graph)
-    b = bounds.exact_bound(p, k, seconds, num_workers=2, random_seed=0)
+    b = bounds.exact_bound(p, k, seconds, num_workers=2, random_seed=seed)
     blocks = (b.detail or {}).get("blocks")
     obj = None if blocks is None else evaluate(p, blocks, k=k).objective
     lb = b.value if math.isfinite(b.value) else None
@@ -176,7 +183,35 @@ def _ratio(a: Any, b: Any) -> float | None:
     return a / b if a is not None and b not in (None, 0) else None
 
 
+def _median(xs: list[Any]) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
+
+
+def per_graph(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (graph, k): each side's median objective and median bound over its runs
+    (rows of ``--reps``; a row without ``rep`` is one run), the sources summed over the runs."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["graph"], r["k"])
+        o = out.setdefault(key, {"graph": r["graph"], "group": r["group"], "k": r["k"], "runs": [],
+                                 "gapstop": {"sources": Counter()}, "cpsat": {}})
+        o["runs"].append(r)
+        o["gapstop"]["sources"].update(r["gapstop"].get("sources", {}))
+    for o in out.values():
+        for side in ("gapstop", "cpsat"):
+            for f in ("objective", "lower_bound"):
+                o[side][f] = _median([r[side][f] for r in o["runs"]])
+    return list(out.values())
+
+
 def table(rows: list[dict[str, Any]]) -> str:
+    """The issue's table, per group and k (geometric means over graphs; with several runs per graph
+    and side, of the ratios of their medians)."""
+    rows = per_graph(rows)
     lines = ["| graphs | k | n | gapstop certified | plain CP-SAT certified | objective ratio (worst) "
              "| bound ratio | gapstop's incumbents by source |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -197,6 +232,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def graphs_table(rows: list[dict[str, Any]]) -> str:
+    """Per graph and k: each side's runs, their medians and the ratio of the medians' objectives."""
+    lines = ["| graph | k | gapstop objectives | CP-SAT objectives | median ratio |", "| --- | ---: | --- | --- | ---: |"]
+    for o in sorted(per_graph(rows), key=lambda o: (o["k"], o["graph"])):
+        objs = {side: ", ".join("-" if r[side]["objective"] is None else f"{r[side]['objective']:.2f}"
+                                for r in o["runs"]) for side in ("gapstop", "cpsat")}
+        ratio = _ratio(o["gapstop"]["objective"], o["cpsat"]["objective"])
+        lines.append(f"| {o['graph']} | {o['k']} | {objs['gapstop']} | {objs['cpsat']} | "
+                     + ("-" if ratio is None else f"{ratio:.4f}") + " |")
+    return "\n".join(lines)
+
+
 def gains_table(rows: list[dict[str, Any]]) -> str:
     """Mean share of gapstop's objective decrease per source (:func:`_gains`), per group and k."""
     keys = sorted({(r["group"], r["k"]) for r in rows}, key=lambda t: (t[0], t[1]))
@@ -212,9 +259,9 @@ def gains_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] in ("--cpsat-one", "--inproc-one"):
+    if len(sys.argv) == 6 and sys.argv[1] in ("--cpsat-one", "--inproc-one"):
         one = _cpsat_one if sys.argv[1] == "--cpsat-one" else _inproc_one
-        one(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        one(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graphs", default="", help="comma list: names in the shared data, paths, or regal:SEED")
@@ -224,12 +271,15 @@ def main() -> None:
     ap.add_argument("--repo", default=str(ROOT), help="the gapstop tree to run launch.py from")
     ap.add_argument("--jsonl", default="", help="append one JSON line per (graph, k) here")
     ap.add_argument("--in-process", action="store_true",
-                    help="run gapstop in-process (threads, no Ray) instead of launch.py's default Ray run")
+                    help="call the solve loop in a child process instead of running launch.py")
     ap.add_argument("--table-from", default="", help="print the tables of a --jsonl file's rows and exit")
+    ap.add_argument("--reps", type=int, default=1, help="runs per side, graph and k (seeds 0..N-1)")
     args = ap.parse_args()
     if args.table_from:
         rows = [json.loads(line) for line in Path(args.table_from).read_text().splitlines() if line.strip()]
         print(table(rows))
+        print()
+        print(graphs_table(rows))
         print()
         print(gains_table(rows))
         return
@@ -240,31 +290,33 @@ def main() -> None:
         graphs = _graph_files(args.graphs, args.regal_seeds, tmp)
         rows = []
         i = 0
-        for name, group, path in graphs:
-            for k in ks:
-                # alternate which side runs first, so drift in the machine's load hits both alike
-                def gap() -> dict[str, Any]:
-                    if args.in_process:
-                        return run_child("--inproc-one", path, k, args.seconds, Path(args.repo))
-                    return run_gapstop(Path(args.repo), path, k, args.seconds, tmp)
+        for name, group, path, k, rep in ((*gr, k, rep) for gr in graphs for k in ks for rep in range(args.reps)):
+            # alternate which side runs first, so drift in the machine's load hits both alike
+            def gap() -> dict[str, Any]:
+                if args.in_process:
+                    return run_child("--inproc-one", path, k, args.seconds, Path(args.repo), seed=rep)
+                return run_gapstop(Path(args.repo), path, k, args.seconds, tmp, seed=rep)
 
-                if i % 2 == 0:
-                    g = gap()
-                    c = run_cpsat(path, k, args.seconds)
-                else:
-                    c = run_cpsat(path, k, args.seconds)
-                    g = gap()
-                i += 1
-                row = {"graph": name, "group": group, "k": k, "seconds": args.seconds, "gapstop": g, "cpsat": c}
-                rows.append(row)
-                print(f"{name:22s} k={k:<3d} gapstop {g['objective']} / {g['lower_bound']} "
-                      f"(by {g['found_by']}, {g['sources']})  cpsat {c['objective']} / {c['lower_bound']} "
-                      f"obj ratio {_ratio(g['objective'], c['objective'])}", flush=True)
-                if args.jsonl:
-                    with open(args.jsonl, "a") as f:
-                        f.write(json.dumps(row) + "\n")
+            if i % 2 == 0:
+                g = gap()
+                c = run_cpsat(path, k, args.seconds, seed=rep)
+            else:
+                c = run_cpsat(path, k, args.seconds, seed=rep)
+                g = gap()
+            i += 1
+            row = {"graph": name, "group": group, "k": k, "rep": rep, "seconds": args.seconds, "gapstop": g,
+                   "cpsat": c}
+            rows.append(row)
+            print(f"{name:22s} k={k:<3d} rep {rep} gapstop {g['objective']} / {g['lower_bound']} "
+                  f"(by {g['found_by']}, {g['sources']})  cpsat {c['objective']} / {c['lower_bound']} "
+                  f"obj ratio {_ratio(g['objective'], c['objective'])}", flush=True)
+            if args.jsonl:
+                with open(args.jsonl, "a") as f:
+                    f.write(json.dumps(row) + "\n")
         print()
         print(table(rows))
+        print()
+        print(graphs_table(rows))
         print()
         print(gains_table(rows))
 
