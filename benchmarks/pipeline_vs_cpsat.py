@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -184,11 +185,8 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 
 def _median(xs: list[Any]) -> float | None:
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    m = len(xs) // 2
-    return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
+    known = [x for x in xs if x is not None]
+    return statistics.median(known) if known else None
 
 
 def per_graph(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
