@@ -4,11 +4,14 @@
         [--seconds 60] [--reps 1] [--memory-null] [--jsonl out.jsonl]
 
 Each (graph, k, rep) runs ``python launch.py pipeline solve GRAPH -k K --time-limit S
---target-gap 0 --in-process --out r.json`` from every tree in turn, alternating which goes
-first. Graphs: names in ``../shared/data/pipeline/``, ``regal:SEED`` (generated), or paths;
+--target-gap 0 --in-process --seed REP --out r.json`` from every tree in turn, alternating
+which goes first (rep r runs with seed r in every tree). Graphs: names in
+``../shared/data/pipeline/``, ``regal:SEED`` (generated), or paths;
 ``--memory-null`` drops the graphs' memory limit first (the issue tables' real models).
 Prints one row per run (objective, bound, certified ratio, seconds, stop reason) and the
-geometric mean of the certified ratio per tree and k, and the median wall to the stop.
+geometric mean of the certified ratio per tree and k, and the median wall to the stop; then,
+per k, each tree's objective against the first tree's: the geometric mean over graphs of the
+ratio of the per-graph medians over reps, and the graphs over 1.01.
 """
 
 from __future__ import annotations
@@ -49,11 +52,11 @@ def _graphs(spec: str, memory_null: bool, tmp: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def _run(tree: str, graph: Path, k: int, seconds: float, out: Path) -> dict:
+def _run(tree: str, graph: Path, k: int, seconds: float, out: Path, seed: int) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "launch.py", "pipeline", "solve", str(graph), "-k", str(k),
                            "--time-limit", str(seconds), "--target-gap", "0", "--in-process", "--quiet",
-                           "--out", str(out)], cwd=tree, capture_output=True, text=True)
+                           "--seed", str(seed), "--out", str(out)], cwd=tree, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0 or not out.exists():
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:], "wall_s": wall}
@@ -86,7 +89,7 @@ def main() -> None:
                     turn += 1
                     for name, tree in order:
                         r = {"graph": label, "k": k, "tree": name, "rep": rep,
-                             **_run(tree, path, k, a.seconds, tmp / f"{name}.json")}
+                             **_run(tree, path, k, a.seconds, tmp / f"{name}.json", rep)}
                         rows.append(r)
                         if a.jsonl:
                             with open(a.jsonl, "a") as f:
@@ -105,6 +108,27 @@ def main() -> None:
                 print(f"k={k:3d} {name:>6s}: geometric-mean certified ratio {gm:.4f}, median wall "
                       f"{statistics.median(r['wall_s'] for r in rs):.1f} s, proven {sum(r['ratio'] <= 1.0001 for r in rs)}"
                       f" of {len(rs)}")
+    _objective_table(rows, [name for name, _ in trees])
+
+
+def _objective_table(rows: list[dict], names: list[str]) -> None:
+    """Per k, each tree's per-graph median objective over the first tree's."""
+    ok = [r for r in rows if "error" not in r]
+    for k in sorted({r["k"] for r in ok}):
+        graphs = sorted({r["graph"] for r in ok if r["k"] == k})
+        med = {(g, n): statistics.median(r["objective"] for r in ok if r["k"] == k and r["graph"] == g
+                                         and r["tree"] == n)
+               for g in graphs for n in names
+               if any(r["k"] == k and r["graph"] == g and r["tree"] == n for r in ok)}
+        for n in names[1:]:
+            ratios = {g: med[g, n] / med[g, names[0]] for g in graphs if (g, n) in med and (g, names[0]) in med}
+            if not ratios:
+                continue
+            gm = math.exp(sum(math.log(x) for x in ratios.values()) / len(ratios))
+            worse = ", ".join(f"{g} {x:.4f}" for g, x in sorted(ratios.items()) if x > 1.01) or "none"
+            print(f"k={k:3d} {n:>6s} / {names[0]}: objective (medians per graph) {gm:.4f} over {len(ratios)} graphs;"
+                  f" over 1.01: {worse}")
+            print("    " + ", ".join(f"{g} {x:.4f}" for g, x in sorted(ratios.items())))
 
 
 if __name__ == "__main__":
