@@ -3,6 +3,7 @@ climbs against the brute-force optimum on 300 small cases."""
 
 from __future__ import annotations
 
+import math
 import time
 from fractions import Fraction
 
@@ -131,6 +132,39 @@ def test_stops_when_asked_and_reports_rises() -> None:
     assert time.perf_counter() - t0 < 8.0
     assert seen == sorted(seen)
     assert got.value == max([*seen, bounds.simple_bound(p, 4).value])   # never below the closed form
+
+
+def _scripted_refute(monkeypatch: pytest.MonkeyPatch, refuted: list[bool]) -> list[int]:
+    """Replace :meth:`Cover.refute` by one that refutes the i-th cap tried iff ``refuted[i]``
+    (False past the list's end), at once; returns the list of caps tried."""
+    caps: list[int] = []
+
+    def refute(self: Cover, cap: int, time_limit_s: float, **_: object) -> tuple[float, dict]:
+        ok = len(caps) < len(refuted) and refuted[len(caps)]
+        caps.append(cap)
+        value = float(Fraction(cap + 1) / self.sc.s) if ok else -math.inf
+        return value, {"why": "refuted" if ok else "time", "seconds": 0.01, "lp": 0.0, "rounds": 1, "greedy": 0}
+
+    monkeypatch.setattr(Cover, "refute", refute)
+    return caps
+
+
+def test_a_climb_that_has_refuted_nothing_ends_at_its_first_cap_not_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # where no cap falls the climb would otherwise keep its thread, next to the run's search, to the
+    # end of the run (BENCHMARKS.md, "The cover's core at k = 16")
+    p = regal_like(8, n=40)
+    caps = _scripted_refute(monkeypatch, [])
+    got = block_cover_bound(p, 4, 30.0)
+    assert len(caps) == 1 and got.value == bounds.simple_bound(p, 4).value, (caps, got)
+
+
+def test_after_a_refutation_a_cap_not_refuted_halves_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = regal_like(8, n=40)
+    caps = _scripted_refute(monkeypatch, [True])
+    got = block_cover_bound(p, 4, 30.0)
+    # refuted, then 2 % above it (not refuted), then at most half way to it, and so on down to MIN_STEP
+    assert len(caps) >= 3 and caps[2] - caps[0] <= (caps[1] - caps[0]) / 2 + 1, caps
+    assert got.value == pytest.approx(float(Fraction(caps[0] + 1) / _mip.scale(p).s))
 
 
 def _fresh_lp(columns: np.ndarray, costs: np.ndarray, cap: int, k: int) -> float:
