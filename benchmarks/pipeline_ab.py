@@ -104,30 +104,34 @@ def main() -> None:
         for name, _ in trees:
             rs = [r for r in rows if r["k"] == k and r["tree"] == name and "error" not in r]
             if rs:
-                gm = math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs))
+                gm = _gmean([r["ratio"] for r in rs])
                 print(f"k={k:3d} {name:>6s}: geometric-mean certified ratio {gm:.4f}, median wall "
                       f"{statistics.median(r['wall_s'] for r in rs):.1f} s, proven {sum(r['ratio'] <= 1.0001 for r in rs)}"
                       f" of {len(rs)}")
     _objective_table(rows, [name for name, _ in trees])
 
 
+def _gmean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def _objective_table(rows: list[dict], names: list[str]) -> None:
     """Per k, each tree's per-graph median objective over the first tree's."""
-    ok = [r for r in rows if "error" not in r]
-    for k in sorted({r["k"] for r in ok}):
-        graphs = sorted({r["graph"] for r in ok if r["k"] == k})
-        med = {(g, n): statistics.median(r["objective"] for r in ok if r["k"] == k and r["graph"] == g
-                                         and r["tree"] == n)
-               for g in graphs for n in names
-               if any(r["k"] == k and r["graph"] == g and r["tree"] == n for r in ok)}
+    runs: dict[tuple[int, str, str], list[float]] = {}
+    for r in rows:
+        if "error" not in r:
+            runs.setdefault((r["k"], r["graph"], r["tree"]), []).append(r["objective"])
+    med = {key: statistics.median(objs) for key, objs in runs.items()}
+    for k in sorted({key[0] for key in med}):
+        graphs = sorted({g for kk, g, _ in med if kk == k})
         for n in names[1:]:
-            ratios = {g: med[g, n] / med[g, names[0]] for g in graphs if (g, n) in med and (g, names[0]) in med}
+            ratios = {g: med[k, g, n] / med[k, g, names[0]] for g in graphs
+                      if (k, g, n) in med and (k, g, names[0]) in med}
             if not ratios:
                 continue
-            gm = math.exp(sum(math.log(x) for x in ratios.values()) / len(ratios))
             worse = ", ".join(f"{g} {x:.4f}" for g, x in sorted(ratios.items()) if x > 1.01) or "none"
-            print(f"k={k:3d} {n:>6s} / {names[0]}: objective (medians per graph) {gm:.4f} over {len(ratios)} graphs;"
-                  f" over 1.01: {worse}")
+            print(f"k={k:3d} {n:>6s} / {names[0]}: objective (medians per graph) {_gmean(list(ratios.values())):.4f}"
+                  f" over {len(ratios)} graphs; over 1.01: {worse}")
             print("    " + ", ".join(f"{g} {x:.4f}" for g, x in sorted(ratios.items())))
 
 
