@@ -357,7 +357,8 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
                 # nothing refuted from the start: the climb would hold its thread, beside the run's
                 # search, to the end of the run for a few tenths of a percent at best (a lower cap
                 # refuted later); at k = 16, where no cap fell, the partitions came out 0.6 % cheaper
-                # without it (medians of 3 runs, BENCHMARKS.md "The cover's core at k = 16")
+                # without it on medians of 3 runs, within the runs' scatter (BENCHMARKS.md "The
+                # cover's core at k = 16")
                 break
             ceiling = min(ceiling, cap)
             step /= 2
