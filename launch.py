@@ -123,13 +123,13 @@ class _Guard:
                  emit: Callable[[dict[str, Any]], None]) -> None:
         import time
 
-        from gapstop.engine.deadline import Deadline, FinishCosts, Watchdog, set_run_end
+        from gapstop.engine.deadline import Deadline, FinishCosts, Watchdog, jit_clock, set_run_end
 
         # only a process that is this command (``run()``, the entry point) counts from its own
         # start and may be ended by the watchdog; called from a longer-lived one (tests, a
         # library), the limit counts from the command's start and no thread ends the caller
         whole = "entry" in _GUARD
-        self.kind, self.costs = kind, FinishCosts()
+        self.kind, self.costs, self.jit = kind, FinishCosts(), jit_clock()
         self.deadline = Deadline(time_limit) if whole else Deadline(time_limit, start=time.monotonic())
         self.reserve_s = self.costs.reserve_s(kind) if whole else 0.0
         self.t_emitted: float | None = None
@@ -176,15 +176,20 @@ class _Guard:
         needed more than the reserve and the time that was left: twice the reserve (at least
         the watchdog's margin) is recorded, so the reserve of the following runs grows until
         their own finish fits and is measured. A finish that fitted records what it took
-        (0 if nothing), so the reserve also shrinks again (it is the largest of the last few)."""
+        (0 if nothing), so the reserve also shrinks again (it is the largest of the last few).
+        Time spent compiling numba kernels in the finish is left out (see
+        :func:`engine.deadline.finish_to_record`)."""
         import time
 
-        over = (self.t_emitted or time.monotonic()) - self.budget_end
-        if self.watchdog.fired:
-            if self.watchdog.gave_answer:  # without one, the search needed the time, not the finish
-                self.costs.record(self.kind, max(over, 2 * self.reserve_s, self.watchdog.margin_s))
-        else:
-            self.costs.record(self.kind, max(0.0, over))
+        from gapstop.engine.deadline import finish_to_record
+
+        out = self.t_emitted or time.monotonic()
+        over = out - self.budget_end
+        seconds = finish_to_record(over, self.jit.within(self.budget_end, out), fired=self.watchdog.fired,
+                                   gave_answer=self.watchdog.gave_answer, reserve_s=self.reserve_s,
+                                   margin_s=self.watchdog.margin_s)
+        if seconds is not None:
+            self.costs.record(self.kind, seconds)
 
 
 def _feasible(doc: dict[str, Any] | None) -> bool:

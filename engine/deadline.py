@@ -229,6 +229,78 @@ class FinishCosts:
             pass  # an unwritable cache only loses the measurement
 
 
+def finish_to_record(over_s: float, jit_s: float, *, fired: bool, gave_answer: bool, reserve_s: float,
+                     margin_s: float) -> float | None:
+    """What a run's finish teaches the next runs of its kind (seconds to record, None: nothing).
+
+    ``over_s``: from the search's end (the budget's end) until the answer was out, or until the
+    watchdog ended the run; ``jit_s``: the part of that spent compiling numba kernels
+    (:class:`JitClock`), which a machine pays once (the kernels are cached on disk), so it is left
+    out: a fresh install's first runs compile the islands' decoder into their finish, and their
+    reserve cut the next five runs short by seconds each. A watchdog that had to give the answer
+    records twice the reserve (at least its margin) unless compiling held the finish up; one that
+    fired without an answer records nothing (the search needed the time, not the finish)."""
+    if fired and not gave_answer:
+        return None
+    if fired and jit_s <= 0:
+        return max(over_s, 2 * reserve_s, margin_s)
+    return max(0.0, over_s - jit_s)
+
+
+class JitClock:
+    """When this process compiled numba kernels: the wall-clock intervals of numba's
+    ``numba:compile`` events (cache misses only; a kernel loaded from the disk cache is not
+    compiled), in ``time.monotonic()`` seconds. One per process: :func:`jit_clock`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._since: float | None = None
+        self._spans: list[tuple[float, float]] = []
+
+    def on_start(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._since = time.monotonic()
+            self._depth += 1
+
+    def on_end(self) -> None:
+        with self._lock:
+            self._depth = max(0, self._depth - 1)
+            if self._depth == 0 and self._since is not None:
+                self._spans.append((self._since, time.monotonic()))
+                self._since = None
+
+    def within(self, t0: float, t1: float) -> float:
+        """Seconds of ``[t0, t1]`` during which a kernel was compiling (one still compiling
+        counts up to ``t1``)."""
+        with self._lock:
+            spans = list(self._spans) + ([(self._since, t1)] if self._since is not None else [])
+        return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in spans)
+
+
+_JIT: dict[str, JitClock] = {}
+
+
+def jit_clock() -> JitClock:
+    """This process's :class:`JitClock`, listening to numba's compile events from the first call."""
+    if "clock" not in _JIT:
+        from numba.core import event
+
+        clock = JitClock()
+
+        class _Listener(event.Listener):
+            def on_start(self, ev: Any) -> None:
+                clock.on_start()
+
+            def on_end(self, ev: Any) -> None:
+                clock.on_end()
+
+        event.register("numba:compile", _Listener())
+        _JIT["clock"] = clock
+    return _JIT["clock"]
+
+
 #: the monotonic time by which a run in this process must have stopped its search (set by the
 #: command line from the process's deadline; ``inf``: no such limit, e.g. when used as a library)
 _RUN_END = {"t": float("inf")}

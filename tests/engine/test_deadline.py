@@ -8,7 +8,9 @@ import sys
 import textwrap
 import time
 
-from gapstop.engine.deadline import Deadline, FinishCosts, process_start
+import pytest
+
+from gapstop.engine.deadline import Deadline, FinishCosts, finish_to_record, jit_clock, process_start
 
 
 def test_process_start_is_before_now_and_after_a_fresh_process_began() -> None:
@@ -35,6 +37,43 @@ def test_finish_costs_keep_the_last_few_and_reserve_half_again_the_largest(tmp_p
     assert fc.reserve_s("x") == 3.0 and fc.reserve_s("y") == 0.0
     (tmp_path / "f.json").write_text("not json")
     assert fc.reserve_s("x") == 0.0  # a damaged file only loses the measurements
+
+
+def test_the_jit_clock_sees_a_compile_in_its_window_and_none_outside() -> None:
+    from numba import njit
+
+    clock = jit_clock()
+    assert jit_clock() is clock  # one listener per process
+
+    @njit(cache=False)
+    def fresh(x: int) -> int:  # defined here: never cached, so the call compiles it
+        s = 0
+        for i in range(x):
+            s += i * i
+        return s
+
+    t0 = time.monotonic()
+    assert fresh(10) == 285
+    t1 = time.monotonic()
+    assert fresh(20) == 2470  # same signature: no compile
+    t2 = time.monotonic()
+    compiling = clock.within(t0, t1)
+    assert 0.0 < compiling <= t1 - t0
+    assert clock.within(t1, t2) == 0.0
+    assert clock.within(t0 - 100.0, t0) == 0.0
+    assert clock.within(t0 + (t1 - t0) / 2, t1) < compiling  # a window's overlap, not whole spans
+
+
+def test_a_finish_held_up_by_compiling_kernels_leaves_that_time_out() -> None:
+    # a finish that fitted records what it took, without the compiling (once per machine)
+    assert finish_to_record(4.9, 4.6, fired=False, gave_answer=False, reserve_s=6.2, margin_s=0.3) == pytest.approx(0.3)
+    assert finish_to_record(0.4, 0.0, fired=False, gave_answer=False, reserve_s=0.0, margin_s=0.3) == 0.4
+    assert finish_to_record(-2.0, 0.0, fired=False, gave_answer=False, reserve_s=0.0, margin_s=0.3) == 0.0
+    # the watchdog gave the answer: twice the reserve, unless compiling held the finish up
+    assert finish_to_record(1.0, 0.0, fired=True, gave_answer=True, reserve_s=2.0, margin_s=0.3) == 4.0
+    assert finish_to_record(5.0, 4.0, fired=True, gave_answer=True, reserve_s=2.0, margin_s=0.3) == 1.0
+    # fired without an answer: the search needed the time; nothing is learnt about the finish
+    assert finish_to_record(5.0, 0.0, fired=True, gave_answer=False, reserve_s=2.0, margin_s=0.3) is None
 
 
 _CHILD = textwrap.dedent("""
