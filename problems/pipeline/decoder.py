@@ -78,6 +78,10 @@ class SliceDecoder:
         split and only known to be ``>= cutoff``-or-not-better.
         """
         k2 = np.ascontiguousarray(np.atleast_2d(keys), dtype=np.float64)
+        if not k2.flags.writeable:
+            # numba compiles a read-only array as another type: one writable kind keeps it to
+            # one compile of the kernel (seconds of a machine's first run)
+            k2 = k2.copy()
         return _kernels.decode_batch(k2, self.k, *self._args, float(cutoff))
 
     def evaluate(self, split: Split) -> Evaluation:

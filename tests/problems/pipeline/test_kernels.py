@@ -80,6 +80,19 @@ def test_cutoff_keeps_values_below_it_exact_and_others_not_better() -> None:
             assert evaluate(p, s.blocks, s.order).objective == s.value
 
 
+def test_a_read_only_key_batch_decodes_alike_without_another_compile() -> None:
+    p = random_dag(12, 3)
+    d = SliceDecoder(p, 3)
+    keys = np.random.default_rng(3).random((5, 12))
+    writable = d.values(keys)
+    kinds = len(_kernels.decode_batch.signatures)
+    frozen = keys.copy()
+    frozen.flags.writeable = False
+    assert np.array_equal(d.values(frozen), writable)
+    assert np.array_equal(writable, [d.decode(row).value for row in keys])
+    assert len(_kernels.decode_batch.signatures) == kinds  # numba types a read-only array apart
+
+
 def test_kahn_respects_priorities_and_ties() -> None:
     p = PipelineProblem(name="t", work=np.ones(5), size_param=np.zeros(5, np.int64),
                         size_out=np.ones(5, np.int64), edges=np.array([[0, 3], [1, 3], [3, 4]]),
