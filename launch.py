@@ -148,7 +148,8 @@ class _Guard:
             emit(doc)
 
         self.watchdog = Watchdog(self.deadline, lambda: _running_doc(result_path), late,
-                                 lambda d: 0 if _feasible(d) else 1, on_exit=self.record)
+                                 lambda d: 0 if _feasible(d) else 1, on_exit=self.record,
+                                 on_poll=self.jit.attach)
         if whole:
             self.watchdog.start()
             _GUARD["guard"] = self

@@ -64,6 +64,7 @@ class Watchdog:
         exit_code: the process's exit code for a document (or None: nothing feasible).
         poll_s: how often the thread wakes to measure (and to fetch the answer).
         on_exit: called just before the thread ends the process (e.g. to record a finish cost).
+        on_poll: called at each of the thread's wake-ups before the end (cheap, never raises).
 
     Margin: ``late + 2 * (fetch + write) + exit`` with ``late`` the latest the thread has
     woken after its requested time, ``fetch`` the slowest ``answer()`` call, ``write`` the
@@ -83,9 +84,10 @@ class Watchdog:
 
     def __init__(self, deadline: Deadline, answer: Callable[[], dict[str, Any] | None],
                  emit: Callable[[dict[str, Any]], None], exit_code: Callable[[dict[str, Any] | None], int],
-                 poll_s: float = 0.25, on_exit: Callable[[], None] | None = None) -> None:
+                 poll_s: float = 0.25, on_exit: Callable[[], None] | None = None,
+                 on_poll: Callable[[], Any] | None = None) -> None:
         self.deadline, self.answer, self.emit, self.exit_code = deadline, answer, emit, exit_code
-        self.on_exit = on_exit
+        self.on_exit, self.on_poll = on_exit, on_poll
         self.poll_s = poll_s
         self.late_s = 0.0
         self.fetch_s = 0.0
@@ -150,6 +152,8 @@ class Watchdog:
             if self._done.wait(wake - now):
                 break
             self.late_s = max(self.late_s, time.monotonic() - wake)
+            if self.on_poll is not None:
+                self.on_poll()
             if time.monotonic() < end - self.margin_s:
                 t = time.monotonic()
                 try:
@@ -250,23 +254,50 @@ def finish_to_record(over_s: float, jit_s: float, *, fired: bool, gave_answer: b
 class JitClock:
     """When this process compiled numba kernels: the wall-clock intervals of numba's
     ``numba:compile`` events (cache misses only; a kernel loaded from the disk cache is not
-    compiled), in ``time.monotonic()`` seconds. One per process: :func:`jit_clock`."""
+    compiled), in ``time.monotonic()`` seconds, from :meth:`attach` on. One per process:
+    :func:`jit_clock`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._depth = 0
         self._since: float | None = None
         self._spans: list[tuple[float, float]] = []
+        self.attached = False
 
-    def on_start(self) -> None:
+    def attach(self) -> bool:
+        """Listen to numba's compile events if numba is loaded (True once listening). Never
+        imports numba itself (0.3 s, which the command line keeps off the session's start):
+        called again and again (the watchdog's every wake-up), it begins listening once the
+        run has loaded numba, before its first kernel compiles."""
+        if self.attached:
+            return True
+        ev = sys.modules.get("numba.core.event")
+        if ev is None or not hasattr(ev, "register") or not hasattr(ev, "Listener"):
+            return False  # not loaded, or still loading in another thread
+        clock = self
+
+        class _Listener(ev.Listener):  # type: ignore[name-defined, misc]
+            def on_start(self, event: Any) -> None:
+                clock._on_start()
+
+            def on_end(self, event: Any) -> None:
+                clock._on_end()
+
+        with self._lock:
+            if not self.attached:
+                ev.register("numba:compile", _Listener())
+                self.attached = True
+        return True
+
+    def _on_start(self) -> None:
         with self._lock:
             if self._depth == 0:
                 self._since = time.monotonic()
             self._depth += 1
 
-    def on_end(self) -> None:
+    def _on_end(self) -> None:
         with self._lock:
-            self._depth = max(0, self._depth - 1)
+            self._depth = max(0, self._depth - 1)   # a compile begun before attach() ends unseen
             if self._depth == 0 and self._since is not None:
                 self._spans.append((self._since, time.monotonic()))
                 self._since = None
@@ -279,26 +310,12 @@ class JitClock:
         return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in spans)
 
 
-_JIT: dict[str, JitClock] = {}
+_JIT = JitClock()
 
 
 def jit_clock() -> JitClock:
-    """This process's :class:`JitClock`, listening to numba's compile events from the first call."""
-    if "clock" not in _JIT:
-        from numba.core import event
-
-        clock = JitClock()
-
-        class _Listener(event.Listener):
-            def on_start(self, ev: Any) -> None:
-                clock.on_start()
-
-            def on_end(self, ev: Any) -> None:
-                clock.on_end()
-
-        event.register("numba:compile", _Listener())
-        _JIT["clock"] = clock
-    return _JIT["clock"]
+    """This process's :class:`JitClock` (not yet listening: see :meth:`JitClock.attach`)."""
+    return _JIT
 
 
 #: the monotonic time by which a run in this process must have stopped its search (set by the

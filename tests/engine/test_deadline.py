@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,8 @@ def test_the_jit_clock_sees_a_compile_in_its_window_and_none_outside() -> None:
     from numba import njit
 
     clock = jit_clock()
-    assert jit_clock() is clock  # one listener per process
+    assert jit_clock() is clock  # one per process
+    assert clock.attach() and clock.attach()  # numba is loaded here (imported above); listens once
 
     @njit(cache=False)
     def fresh(x: int) -> int:  # defined here: never cached, so the call compiles it
@@ -62,6 +64,14 @@ def test_the_jit_clock_sees_a_compile_in_its_window_and_none_outside() -> None:
     assert clock.within(t1, t2) == 0.0
     assert clock.within(t0 - 100.0, t0) == 0.0
     assert clock.within(t0 + (t1 - t0) / 2, t1) < compiling  # a window's overlap, not whole spans
+
+
+def test_the_jit_clock_never_imports_numba_itself() -> None:
+    code = ("import sys; from gapstop.engine.deadline import jit_clock; c = jit_clock(); "
+            "print(c.attach(), 'numba' in sys.modules); import numba; print(c.attach())")
+    root = Path(__file__).resolve().parents[2]  # this checkout's code, whatever is installed
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
+    assert out.split() == ["False", "False", "True"]
 
 
 def test_a_finish_held_up_by_compiling_kernels_leaves_that_time_out() -> None:
