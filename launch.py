@@ -68,7 +68,9 @@ def pipeline() -> None:
 
 def _print_pipeline_result(doc: dict[str, Any]) -> None:
     if doc["objective"] is None:
-        click.echo(f"no feasible partition found ({doc['stopped_because']})")
+        from gapstop.engine.deadline import compile_note
+
+        click.echo(f"no feasible partition found ({doc['stopped_because']}{compile_note()})")
         return
     gap = "unknown" if doc["gap"] is None else f"{100 * doc['gap']:.3f}%"
     lb = "none" if doc["lower_bound"] is None else f"{doc['lower_bound']:.6g} ({doc['lower_bound_method']})"
@@ -551,7 +553,9 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
                      in_process=in_process, quiet=quiet, out=out)
         guard.give(doc, emit)
     if not doc["feasible"]:
-        click.echo(f"error: no feasible solution found ({doc['stopped_because']})", err=True)
+        from gapstop.engine.deadline import compile_note
+
+        click.echo(f"error: no feasible solution found ({doc['stopped_because']}{compile_note()})", err=True)
         sys.exit(1)
 
 

@@ -182,7 +182,7 @@ class Watchdog:
                     self.emit(doc)
                     self.note_write(time.monotonic() - t)
                 else:
-                    print("error: no feasible solution found by the time limit", file=sys.stderr)
+                    print(f"error: no feasible solution found by the time limit{compile_note()}", file=sys.stderr)
             except Exception as e:  # noqa: BLE001 - the process must still end in time
                 print(f"error: at the time limit the answer could not be written: {e}", file=sys.stderr)
             code = self.exit_code(doc)
@@ -316,6 +316,16 @@ _JIT = JitClock()
 def jit_clock() -> JitClock:
     """This process's :class:`JitClock` (not yet listening: see :meth:`JitClock.attach`)."""
     return _JIT
+
+
+def compile_note(clock: JitClock | None = None) -> str:
+    """For a run that found nothing: how much of it went to compiling kernels (a fresh
+    install's first runs; empty below a second)."""
+    spent = (clock or _JIT).within(0.0, time.monotonic())
+    if spent < 1.0:
+        return ""
+    return (f"; {spent:.0f} s of this run went to compiling gapstop's kernels, once per install: "
+            "the next runs load them")
 
 
 #: the monotonic time by which a run in this process must have stopped its search (set by the

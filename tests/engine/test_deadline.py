@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gapstop.engine.deadline import Deadline, FinishCosts, finish_to_record, jit_clock, process_start
+from gapstop.engine.deadline import (Deadline, FinishCosts, JitClock, compile_note, finish_to_record, jit_clock,
+                                     process_start)
 
 
 def test_process_start_is_before_now_and_after_a_fresh_process_began() -> None:
@@ -72,6 +73,15 @@ def test_the_jit_clock_never_imports_numba_itself() -> None:
     root = Path(__file__).resolve().parents[2]  # this checkout's code, whatever is installed
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.split() == ["False", "False", "True"]
+
+
+def test_a_run_that_found_nothing_says_how_long_it_compiled() -> None:
+    clock = JitClock()
+    assert compile_note(clock) == ""
+    clock._spans.append((time.monotonic() - 19.4, time.monotonic() - 2.0))
+    assert "17 s of this run went to compiling" in compile_note(clock)
+    clock._spans[0] = (time.monotonic() - 1.5, time.monotonic() - 1.0)
+    assert compile_note(clock) == ""  # under a second: not worth a word
 
 
 def test_a_finish_held_up_by_compiling_kernels_leaves_that_time_out() -> None:
