@@ -87,7 +87,11 @@ def test_best_intervals_against_every_interval() -> None:
                 assert ends[o, i] == end and vals[o, i] == pytest.approx(best, abs=1e-12), (t, o, i)
 
 
-def test_refutes_no_cap_at_the_optimum_and_some_below_it() -> None:
+@pytest.mark.parametrize("smoothing", [0.0, 0.5])
+def test_refutes_no_cap_at_the_optimum_and_some_below_it(smoothing: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gapstop.problems.pipeline.block_cover as block_cover
+
+    monkeypatch.setattr(block_cover, "SMOOTHING", smoothing)
     refuted_below = 0
     for j, (p, k) in enumerate(_cases()):
         opt = reference.brute_force(p, k)
