@@ -268,7 +268,8 @@ class Cover:
             if SMOOTHING > 0 and priced is not None:
                 ys = SMOOTHING * priced + (1.0 - SMOOTHING) * y
                 # columns only where the LP wants them (y(S) > 1); the smoothed duals choose which
-                if self._add([s for s in self.intervals(ys, cap) + self.grown(ys, cap) if float(y[s].sum()) > 1.0 + TOL]):
+                found = self.intervals(ys, cap) + self.grown(ys, cap)
+                if self._add([s for s in found if float(y[s].sum()) > 1.0 + TOL]):
                     priced = ys
                     greedy += 1
                     continue
@@ -313,7 +314,9 @@ class Cover:
             bound = max(bound, value)
             if self._add([s for s in cb.sets if float(y[s].sum()) > 1.0 + TOL]) == 0:
                 if ys is not y:
-                    priced = y      # mis-priced: its sets are none the LP wants; back to the LP's duals
+                    # the smoothed duals gave no set the LP wants (mis-priced, or none found within
+                    # the solve's limit): the LP's own next
+                    priced = y
                     continue
                 why = "converged" if status == "optimal" else "stalled"
                 break
