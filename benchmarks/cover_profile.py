@@ -21,20 +21,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "pipeline"
 sys.path.insert(0, str(ROOT))
 
+from _pipeline_graphs import named_graph  # noqa: E402
 from gapstop.problems.pipeline import block_cover, bounds  # noqa: E402
 from gapstop.problems.pipeline.contract import contract  # noqa: E402
-from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
-from gapstop.problems.pipeline.io import load_graph  # noqa: E402
-
-
-def _load(name: str) -> Any:
-    if name.startswith("regal:"):
-        return regal_like(int(name.split(":", 1)[1]))
-    path = Path(name) if Path(name).exists() else DATA / f"{name}.json.gz"
-    return load_graph(str(path))
 
 
 def _timed(seconds: dict[str, float], calls: collections.Counter, key: str, fn: Callable[..., Any]
@@ -65,10 +56,8 @@ def main() -> None:
     cover.grown = _timed(seconds, calls, "greedy", cover.grown)
     block_cover._mip.solve = _timed(seconds, calls, "exact", block_cover._mip.solve)
     for name in args.graphs.split(","):
-        q = contract(_load(name)).problem
+        q = contract(named_graph(name)[1]).problem
         for k in (int(x) for x in args.ks.split(",")):
-            seconds.clear()
-            calls.clear()
             t0 = time.perf_counter()
             sp = bounds.spectral_bound(q, k, 30.0).value
             hb = bounds.heaviest_block_bound(q, k, args.floor_seconds, num_workers=1, floor=sp).value

@@ -27,23 +27,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "pipeline"
 
 
 def _graphs(spec: str, memory_null: bool, tmp: Path) -> list[tuple[str, Path]]:
-    from gapstop.problems.pipeline.generators import regal_like
-    from gapstop.problems.pipeline.io import load_graph, save_graph
+    from gapstop.problems.pipeline.io import save_graph
     import dataclasses
+
+    from _pipeline_graphs import named_graph
 
     out = []
     for name in [s for s in spec.split(",") if s]:
-        if name.startswith("regal:"):
-            p = regal_like(int(name.split(":")[1]))
-            label = f"regal_gen_{name.split(':')[1]}"
-        else:
-            path = Path(name) if Path(name).exists() else next(iter(DATA.glob(f"{name}.json*")))
-            p = load_graph(path)
-            label = path.name.split(".")[0]
+        label, p = named_graph(name)
         if memory_null:
             p = dataclasses.replace(p, memory=None)
         dest = tmp / f"{label}.json"

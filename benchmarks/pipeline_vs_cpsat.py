@@ -65,9 +65,9 @@ def _graph_files(spec: str, seeds: str, tmp: Path) -> list[tuple[str, str, Path]
             save_graph(regal_like(seed), path)
             out.append((f"regal_gen_{seed}", "generated REGAL-style", path))
         else:
-            path = next(iter(DATA.glob(f"{name}.json*")), None) if not Path(name).exists() else Path(name)
-            if path is None:
-                sys.exit(f"error: no graph {name!r} in {DATA}")
+            from _pipeline_graphs import shared_path
+
+            path = shared_path(name)
             stem = path.name.split(".")[0]
             group = "shared REGAL-style" if stem.startswith("regal") else "real models"
             out.append((stem, group, path))
