@@ -15,11 +15,16 @@ class SearchWorker:
     def __init__(self, problem_name: str, problem: Any, params: dict[str, Any], seed: int, index: int,
                  name: str) -> None:
         self.adapter = registry.get(problem_name)
-        self.search = self.adapter.make_search(problem, params, seed, index)
+        self.args = (problem, params, seed, index)
         self.name = name
 
     def run(self, coord: Any, first_epoch_s: float | None = None) -> int:
-        """Search until the coordinator says stop; returns evaluations made."""
+        """Search until the coordinator says stop; returns evaluations made.
+
+        The worker says hello before it builds its search: building may compile kernels
+        (tens of seconds on a node that has not run this code yet), and the run should
+        know meanwhile where its workers are, as it does for threads."""
         session = SessionHandle(coord)
         session.hello(self.name, ray.get_runtime_context().get_node_id())
-        return run_island(self.search, session, self.name, self.adapter.to_solution, first_epoch_s=first_epoch_s)
+        search = self.adapter.make_search(*self.args)
+        return run_island(search, session, self.name, self.adapter.to_solution, first_epoch_s=first_epoch_s)
