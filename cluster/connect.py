@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import ipaddress
 import logging
 import os
@@ -78,10 +79,40 @@ def stage_code(dest: Path) -> Path:
     """
     pkg = dest / "gapstop"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text('"""gapstop, as shipped to the workers of a cluster."""\n')
     for name in CODE_PACKAGES:
         shutil.copytree(ROOT / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    (pkg / "__init__.py").write_text(_SHIPPED_INIT.format(digest=code_digest(pkg)))
     return pkg
+
+
+#: the shipped package's ``__init__``: its kernels are cached per node across Ray sessions
+#: (:mod:`gapstop.engine.jit_cache`), which must be in place before any kernel module is imported
+_SHIPPED_INIT = '''"""gapstop, as shipped to the workers of a cluster."""
+
+CODE_DIGEST = "{digest}"
+
+
+def _cache_kernels_on_the_node() -> None:
+    import os
+
+    try:
+        from gapstop.engine.jit_cache import use_node_cache
+        use_node_cache(os.path.dirname(__file__), CODE_DIGEST)
+    except Exception:  # a numba without the hook: kernels are cached in the session's folder
+        pass
+
+
+_cache_kernels_on_the_node()
+'''
+
+
+def code_digest(pkg: Path) -> str:
+    """SHA-256 of the files under ``pkg`` (their paths and contents), first 16 hex digits."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in pkg.rglob("*") if p.is_file()):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @contextlib.contextmanager
