@@ -45,14 +45,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from _pipeline_graphs import DATA, named_graph, shared_path
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "pipeline"
 REAL = ("bert_base", "gpt2", "lstm_lm_unrolled", "mobilenet_v2", "resnet50", "vit_base16")
 
 
 def _graph_files(spec: str, seeds: str, tmp: Path) -> list[tuple[str, str, Path]]:
     """(name, group, path) for each graph to run; generated graphs are written to ``tmp``."""
-    from gapstop.problems.pipeline.generators import regal_like
     from gapstop.problems.pipeline.io import save_graph
 
     names = [s for s in spec.split(",") if s] if spec else (
@@ -60,13 +60,11 @@ def _graph_files(spec: str, seeds: str, tmp: Path) -> list[tuple[str, str, Path]
     out = []
     for name in names:
         if name.startswith("regal:"):
-            seed = int(name.split(":")[1])
-            path = tmp / f"regal_gen_{seed}.json"
-            save_graph(regal_like(seed), path)
-            out.append((f"regal_gen_{seed}", "generated REGAL-style", path))
+            label, problem = named_graph(name)
+            path = tmp / f"{label}.json"
+            save_graph(problem, path)
+            out.append((label, "generated REGAL-style", path))
         else:
-            from _pipeline_graphs import shared_path
-
             path = shared_path(name)
             stem = path.name.split(".")[0]
             group = "shared REGAL-style" if stem.startswith("regal") else "real models"
