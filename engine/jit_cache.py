@@ -14,6 +14,11 @@ where ``ROOT`` is ``$NUMBA_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/gapstop/nu
 checks its version and the machine's CPU per entry, so a cache shared by unlike nodes is
 safe. Files outside the package, an unwritable folder, or a numba without the hook: numba's
 locators as before (compiled in the session's folder).
+
+Each code version's folder carries a marker file, touched whenever a process puts the locator
+in place; the folders of other versions beyond the :data:`KEEP_VERSIONS` most recently used
+that have not been used for :data:`KEEP_UNUSED_DAYS` are removed then (:func:`prune`). Only
+marked folders are ever removed: ``$NUMBA_CACHE_DIR`` may hold other programs' caches.
 """
 
 from __future__ import annotations
@@ -21,8 +26,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
+import time
 from pathlib import Path
 from typing import Any
+
+#: Kernel folders of code versions kept on a node whatever their age: the most recently used.
+KEEP_VERSIONS = 4
+#: A folder beyond those is removed once no process has used its version for this long. (About
+#: 2-5 MB per version; a cluster redeployed daily would otherwise grow by a gigabyte a year.)
+KEEP_UNUSED_DAYS = 30.0
+#: The file that marks a folder as one of these (its mtime: the version's last use).
+MARKER = ".gapstop-kernels"
 
 
 def node_cache_root() -> Path:
@@ -80,6 +95,45 @@ def make_locator(package_dir: str | Path, digest: str) -> type:
     return ShippedCodeLocator
 
 
+def prune(root: Path, current: str, *, keep: int = KEEP_VERSIONS, min_age_s: float = KEEP_UNUSED_DAYS * 86400.0,
+          now: float | None = None) -> list[Path]:
+    """Remove the kernel folders under ``root`` of versions other than ``current`` that are
+    beyond the ``keep`` most recently used (the mtime of their :data:`MARKER`) and unused for
+    ``min_age_s`` seconds. Folders without the marker are never touched; a folder that cannot
+    be removed is left. Returns the folders removed."""
+    now = time.time() if now is None else now
+    used: list[tuple[float, Path]] = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    for d in entries:
+        try:
+            if d.name != current and d.is_dir() and not d.is_symlink():
+                used.append(((d / MARKER).stat().st_mtime, d))
+        except OSError:   # no marker: not ours
+            continue
+    used.sort(reverse=True)
+    removed = []
+    for last, d in used[keep:]:
+        if now - last >= min_age_s:
+            shutil.rmtree(d, ignore_errors=True)
+            if not d.exists():
+                removed.append(d)
+    return removed
+
+
+def _mark_used(root: Path, digest: str) -> None:
+    """Create or touch this version's marker, then prune the others (best effort)."""
+    try:
+        folder = root / digest
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MARKER).touch()
+        prune(root, digest)
+    except OSError:
+        pass
+
+
 def use_node_cache(package_dir: str | Path, digest: str) -> bool:
     """Have numba cache the kernels of ``package_dir`` in the node-local folder (module doc).
 
@@ -96,4 +150,5 @@ def use_node_cache(package_dir: str | Path, digest: str) -> bool:
     locator = make_locator(pkg, digest)
     locator._gapstop_package = pkg
     classes.insert(0, locator)
+    _mark_used(node_cache_root(), digest)
     return True

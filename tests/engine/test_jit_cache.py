@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("numba")
 
+from gapstop.engine.jit_cache import MARKER, prune  # noqa: E402
+
 KERNEL = textwrap.dedent("""\
     import numba
 
@@ -83,7 +85,8 @@ def test_the_default_locators_serve_files_outside_the_package(tmp_path: Path) ->
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["ok"] and out["locator"] != "ShippedCodeLocator" and out["value"] == 21
-    assert not (tmp_path / "cache" / "d1g3st").exists()
+    # no kernel was cached in the version's folder (it holds only the marker of its use)
+    assert [p.name for p in (tmp_path / "cache" / "d1g3st").rglob("*")] == [MARKER]
 
 
 def test_the_staged_package_puts_the_locator_in_place_on_import(tmp_path: Path) -> None:
@@ -103,11 +106,13 @@ def test_the_staged_package_puts_the_locator_in_place_on_import(tmp_path: Path) 
         print(gapstop.__file__, gapstop.CODE_DIGEST, impl._locator_classes[0].__name__)
         """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "cache")
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     file, got_digest, first = res.stdout.split()
     assert Path(file).parent == pkg and got_digest == digest and first == "ShippedCodeLocator"
+    assert (tmp_path / "cache" / digest / MARKER).is_file()   # this version's use is recorded
     # the digest names the code: another staging of the same code has the same one
     assert code_digest_of_staged(stage_code(tmp_path / "again")) == digest
 
@@ -115,3 +120,36 @@ def test_the_staged_package_puts_the_locator_in_place_on_import(tmp_path: Path) 
 def code_digest_of_staged(pkg: Path) -> str:
     text = (pkg / "__init__.py").read_text()
     return text.split('CODE_DIGEST = "', 1)[1].split('"', 1)[0]
+
+
+def _version(root: Path, name: str, age_days: float, now: float, marked: bool = True) -> Path:
+    d = root / name
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "kern.nbi").write_text("x")
+    if marked:
+        (d / MARKER).touch()
+        os.utime(d / MARKER, (now - age_days * 86400, now - age_days * 86400))
+    return d
+
+
+def test_prune_removes_only_old_marked_versions_beyond_the_most_recent(tmp_path: Path) -> None:
+    now = 2_000_000_000.0
+    ages = {"a": 1, "b": 40, "c": 50, "d": 60, "e": 70, "f": 80, "g": 5}
+    dirs = {name: _version(tmp_path, name, age, now) for name, age in ages.items()}
+    other = _version(tmp_path, "someone-elses", 400, now, marked=False)   # e.g. another program's numba cache
+    current = _version(tmp_path, "cur", 900, now)
+    removed = prune(tmp_path, "cur", keep=4, min_age_s=30 * 86400, now=now)
+    # kept: the current version, the 4 most recently used (a, g, b, c), and anything unmarked;
+    # of the rest (d, e, f) all were unused for over 30 days
+    assert sorted(p.name for p in removed) == ["d", "e", "f"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c", "cur", "g", "someone-elses"]
+    assert other.exists() and current.exists() and dirs["c"].exists()
+
+
+def test_prune_keeps_recently_used_versions_beyond_the_count(tmp_path: Path) -> None:
+    now = 2_000_000_000.0
+    for i, age in enumerate([1, 2, 3, 4, 5, 6, 29]):
+        _version(tmp_path, f"v{i}", age, now)
+    assert prune(tmp_path, "none", keep=2, min_age_s=30 * 86400, now=now) == []
+    assert len(list(tmp_path.iterdir())) == 7
+    assert prune(tmp_path / "missing", "none") == []
