@@ -18,8 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _pipeline_graphs import DATA
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "pipeline"
 
 
 def main() -> None:

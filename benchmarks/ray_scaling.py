@@ -36,12 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data" / "pipeline"
-
-
-def _graph(name: str) -> Path:
-    p = Path(name)
-    return p if p.exists() else DATA / f"{name}.json.gz"
+from _pipeline_graphs import shared_path as _graph  # noqa: E402
 
 
 def sampling(a: argparse.Namespace) -> None:
