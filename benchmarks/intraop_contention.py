@@ -13,8 +13,9 @@ How many iterations the island makes depends on which of its searches it runs, w
 the timing: with ``--fixed N`` the measured work is instead N iterations of one penalty search
 (weight 10, seed 1), timed (the side work starts 3 s before it and gets ``SECONDS``). With
 ``--process`` the side work runs in a forked process instead of a thread (no shared interpreter
-lock: what remains is the machine's own contention). ``--switch-interval``: the interpreter's thread switch interval for the run (seconds;
-Python's default is 0.005; the in-process runner uses ``engine.local_runner.SWITCH_INTERVAL_S``).
+lock: what remains is the machine's own contention; its count is not reported back).
+``--switch-interval``: the interpreter's thread switch interval for the run (seconds; Python's
+default is 0.005; the in-process runner uses ``engine.local_runner.SWITCH_INTERVAL_S``).
 Run it with ``OPENBLAS_NUM_THREADS=1``, as ``launch.py`` sets, and nothing else on the machine.
 """
 
@@ -115,7 +116,8 @@ def main() -> None:
     elif th is not None:
         th.join()
     print(f"{Path(a.instance).name} {a.mode}{' (process)' if a.process else ''}: island iterations {iterations}, "
-          f"best {best.get('cost')}, other thread {side['count']}, {time.perf_counter() - t0:.1f} s")
+          f"best {best.get('cost')}, other thread {'-' if a.process else side['count']}, "
+          f"{time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":
