@@ -189,21 +189,19 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     # the exact MIP proves many real-model instances optimal within seconds when it has
     # the cores to itself: it asks for a head start (see engine/solve_loop.py)
     exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
-    if 2 <= k <= BOTTLENECK_TURN_MAX_K and problem.memory is None:
-        # Where the exact job becomes the LNS (communication-heavy graphs) its slot is the only
-        # bound slot of a 2-CPU run, where nothing else ever ran ``bottleneck``: once the LNS
-        # stalls the job ends, the slot runs ``bottleneck``, and the LNS comes back as the
-        # plan's fallback (engine/plan.py). regal_008 at k = 4: ``bottleneck`` proves 5260 in
-        # 27 s (2 threads) where the spectral bound gives 5090 and the exact MIP does not pass
-        # it in 10 min (BENCHMARKS.md).
+    if 2 <= k and problem.memory is None:
+        # Where the exact job becomes the LNS (communication-heavy graphs), a stalled LNS's two
+        # CP-SAT threads take CPU from the island and from the bound climbs beside them: once it
+        # stalls the job ends (at k > 6 when its block-cover climb does; k = 16, 4 REGAL-style
+        # graphs x 2 runs a side: objective 0.5 % lower, certified 1.0928 -> 1.0886).
         exact["yield_when_stalled"] = True
-        specs.append({"kind": "lns", "fallback": True})
-    elif k > BOTTLENECK_TURN_MAX_K and problem.memory is None:
-        # No model pays for the slot after the LNS here, but a stalled LNS's two CP-SAT threads
-        # take CPU from the island and from the block-cover climb beside them: once it stalls
-        # the job ends when the climb does. k = 16, 4 REGAL-style graphs x 2 runs a side:
-        # objective 0.5 % lower, certified 1.0928 -> 1.0886 (BENCHMARKS.md)
-        exact["yield_when_stalled"] = True
+        if k <= BOTTLENECK_TURN_MAX_K:
+            # Its slot is the only bound slot of a 2-CPU run, where nothing else ever ran
+            # ``bottleneck``: the slot runs it next, and the LNS comes back as the plan's
+            # fallback (engine/plan.py). regal_008 at k = 4: ``bottleneck`` proves 5260 in 27 s
+            # (2 threads) where the spectral bound gives 5090 and the exact MIP does not pass it
+            # in 10 min. Above k = 6 no model pays for the slot after the LNS (BENCHMARKS.md).
+            specs.append({"kind": "lns", "fallback": True})
     specs.append(exact)
     return specs
 
