@@ -1,6 +1,7 @@
 """Kernel speed at an earlier commit against the working tree, side by side (a benchmark script, not a test).
 
-    python benchmarks/kernel_ab.py --rev REV [--reps 9] [--only trws,replay,propagate,slice]
+    python benchmarks/kernel_ab.py --rev REV [--reps 9] [--only trws,forest,replay,propagate,slice]
+        [--instance INSTANCE]
 
 Each kernel module of the working tree is also loaded as it was at ``REV`` (``git show``, into a
 temporary folder, under another module name, with its own numba cache), and both versions run
@@ -9,11 +10,13 @@ seconds of each over ``--reps`` rounds and their ratio (tree / REV; below 1 is f
 whether both left bit-identical results (a fold must not change any number).
 
 Cases: ``trws`` the TRW-S pass of the search (finite tables) and of the bound (excluded entries as
-+inf) on instance A's core; ``replay`` the degree <= 2 elimination and the labelling of the
++inf) on instance A's core; ``forest`` the search's induced-forest sweeps on a penalty search's
+own tables and unaries after three iterations (weight 10, seed 1); ``replay`` the degree <= 2 elimination and the labelling of the
 eliminated nodes on float (search) and exact integer (bound) tables of instance A; ``propagate``
 the MCM constraint search (bounds and triangle propagation) on a model-like graph; ``slice``
 Kahn + SliceGraph decodes, and Kahn orders alone, on a model-like graph.
-The intra-op cases read ``/work/shared/data/iopddl`` (falling back to a generated instance).
+The intra-op cases read instance A of ``/work/shared/data/iopddl`` or ``--instance`` (falling back to a
+generated instance).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-INSTANCE = Path("/work/shared/data/iopddl/asplos-2025-iopddl-A.json.gz")
+INSTANCE = Path("/work/shared/data/iopddl/asplos-2025-iopddl-A.json.gz")  # --instance replaces it
 
 
 def load_at(rev: str, rel: str, tmp: Path):
@@ -239,7 +242,40 @@ def case_slice(rev: str, tmp: Path, reps: int) -> None:
     race("kahn_order (2000 orders)", kahn(oldPK), kahn(PK), reps)
 
 
-CASES = {"trws": case_trws, "replay": case_replay, "propagate": case_propagate, "slice": case_slice}
+def case_forest(rev: str, tmp: Path, reps: int) -> None:
+    from gapstop.problems.intraop.penalty import PenaltySearch
+    from gapstop.problems.intraop.relaxed import prepare
+    oldK = load_at(rev, "problems/intraop/_kernels.py", tmp)
+    from gapstop.problems.intraop import _kernels as K
+    # a search's own state after a few iterations: replayed tables and penalised unaries
+    search = PenaltySearch(prepare(intraop_problem()), 10.0, 1)
+    for _ in range(3):
+        search.iterate()
+    rs = search.solver
+    net, plan = rs.prep.net, rs.prep.plan
+    start = search.current.copy()
+    perms = [np.random.default_rng(i).permutation(plan.core) for i in range(20)]
+
+    def sweeps(fn):
+        extra = (np.zeros(int(net.k.max())),) if fn.py_func.__code__.co_argcount == 19 else ()  # older: ``zeros``
+
+        def go():
+            sol = start.copy()
+            n = net.n
+            in_s, uf, mark, par = (np.zeros(n, dtype=np.int64) for _ in range(4))
+            order = np.zeros(len(plan.core), dtype=np.int64)
+            h = np.empty(len(net.unary))
+            scratch = np.empty(int(net.k.max()))
+            changed = [fn(p, sol, rs.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab, rs.work,
+                          plan.tab_off, plan.tab_x, in_s, uf, mark, order, par, h, scratch, *extra) for p in perms]
+            return sol, np.array(changed)
+        return go
+
+    race("forest sweeps (20)", sweeps(oldK.forest_sweep), sweeps(K.forest_sweep), reps)
+
+
+CASES = {"trws": case_trws, "forest": case_forest, "replay": case_replay, "propagate": case_propagate,
+         "slice": case_slice}
 
 
 def main() -> None:
@@ -247,7 +283,9 @@ def main() -> None:
     ap.add_argument("--rev", required=True)
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--only", default=",".join(CASES))
+    ap.add_argument("--instance", type=Path, default=INSTANCE, help="intra-op instance of the trws and replay cases")
     a = ap.parse_args()
+    globals()["INSTANCE"] = a.instance
     from threadpoolctl import threadpool_limits
     with threadpool_limits(1), tempfile.TemporaryDirectory() as d:
         for name in a.only.split(","):

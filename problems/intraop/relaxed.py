@@ -74,7 +74,6 @@ class RelaxedSolver:
         self.work = prep.replay.base_work.copy()
         self._h = np.empty(len(net.unary), dtype=np.float64)
         self._scratch = np.empty(int(net.k.max()), dtype=np.float64)
-        self._zeros = np.zeros(int(net.k.max()), dtype=np.float64)
         self._i64 = [np.zeros(n, dtype=np.int64) for _ in range(4)]
         self._order = np.zeros(max(1, len(plan.core)), dtype=np.int64)
         self.exhaustive = core_is_tiny(prep)
@@ -146,7 +145,7 @@ class RelaxedSolver:
                 perm = rng.permutation(core)
                 K.forest_sweep(perm, sol, self.theta, net.ptr, net.k, plan.adj_ptr, plan.adj_nbr, plan.adj_tab,
                                self.work, plan.tab_off, plan.tab_x, in_s, uf, mark, self._order, par,
-                               self._h, self._scratch, self._zeros)
+                               self._h, self._scratch)
                 e = self.core_energy(sol)
                 if e < best - 1e-9 * abs(best):
                     best = e
