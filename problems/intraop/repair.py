@@ -119,16 +119,33 @@ def seg_build(t, d, size, profile):  # pragma: no cover - jitted
 @njit(nogil=True, cache=True)
 def _improve(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x,
              start, end, limit, t, d, size, scratch, max_rounds):  # pragma: no cover - jitted
+    """Rounds over all nodes in index order, each node to its cheapest strategy that fits, until a
+    round moves none (or ``max_rounds``). Returns the moves made.
+
+    A node is looked at again only if it may move: a neighbour has moved since (its costs
+    changed), or a strategy it wanted did not fit and some move has lowered usage since (more
+    room). Any other node would keep its strategy, so the result is the same as looking at
+    every node in every round, at a fraction of the work: the first round moves a few hundred
+    of instance M's 32,894 nodes, the second almost none.
+    """
     moves = 0
     n = len(sol)
+    dirty = np.ones(n, dtype=np.bool_)
+    blocked = np.zeros(n, dtype=np.int64)  # nodes that wanted more room since the last release
+    listed = np.zeros(n, dtype=np.bool_)
+    n_blocked = 0
     for _ in range(max_rounds):
         moved = 0
         for v in range(n):
+            if not dirty[v]:
+                continue
+            dirty[v] = False
             local_costs(v, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, scratch)
             cur = sol[v]
             best = scratch[cur]
             best_s = -1
             room = -1
+            wanted = False
             for s in range(k[v]):
                 if scratch[s] < best:
                     du = usage[ptr[v] + s] - usage[ptr[v] + cur]
@@ -136,13 +153,26 @@ def _improve(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off
                         if room < 0:
                             room = limit - seg_max(t, d, size, start[v], end[v])
                         if du > room:
+                            wanted = True
                             continue
                     best = scratch[s]
                     best_s = s
+            if wanted and not listed[v]:
+                listed[v] = True
+                blocked[n_blocked] = v
+                n_blocked += 1
             if best_s >= 0:
-                seg_add(t, d, size, start[v], end[v], usage[ptr[v] + best_s] - usage[ptr[v] + cur])
+                du = usage[ptr[v] + best_s] - usage[ptr[v] + cur]
+                seg_add(t, d, size, start[v], end[v], du)
                 sol[v] = best_s
                 moved += 1
+                for i in range(adj_ptr[v], adj_ptr[v + 1]):
+                    dirty[adj_nbr[i]] = True
+                if du < 0 and start[v] < end[v]:
+                    for j in range(n_blocked):
+                        dirty[blocked[j]] = True
+                        listed[blocked[j]] = False
+                    n_blocked = 0
         moves += moved
         if moved == 0:
             break

@@ -54,6 +54,49 @@ def test_improve_keeps_feasibility_and_reaches_a_local_optimum(seed):
                 assert not (ok and c < after.cost)
 
 
+def _improve_every_node(p, sol):
+    """Rounds over every node in index order, each to its cheapest single swap that keeps the
+    limit (first on ties), until a round moves none: the rule ``improve`` documents, naively."""
+    sol = list(sol)
+    moves = 0
+    while True:
+        moved = 0
+        for v in range(p.n):
+            best_c, _ = naive_evaluate(p, sol)
+            best_s = sol[v]
+            for s in range(int(p.num_strategies[v])):
+                alt = sol.copy()
+                alt[v] = s
+                c, ok = naive_evaluate(p, alt)
+                if ok and c < best_c:
+                    best_c, best_s = c, s
+            if best_s != sol[v]:
+                sol[v] = best_s
+                moved += 1
+        moves += moved
+        if moved == 0:
+            return sol, moves
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_improve_makes_the_same_swaps_as_looking_at_every_node_every_round(seed):
+    # improve skips nodes that cannot have moved since it last looked (no neighbour moved, no
+    # usage freed while they wanted room); the result must be that of the plain rule
+    rng = np.random.default_rng(seed)
+    p = random_instance(14, seed, max_k=5, limit_quantile=[0.2, 0.5, 0.8][seed % 3], edge_p=0.2)
+    tracker = repair.UsageTracker(prepare(p))
+    checked = 0
+    for _ in range(20):
+        sol = np.array([rng.integers(0, k) for k in p.num_strategies], dtype=np.int64)
+        if not (repair.repair(tracker, sol) and evaluate(p, sol).feasible):
+            continue
+        want, want_moves = _improve_every_node(p, sol.tolist())
+        got_moves = repair.improve(tracker, sol)
+        assert sol.tolist() == want and got_moves == want_moves
+        checked += 1
+    assert checked >= 10
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_repair_reaches_the_limit_when_least_usage_fits(seed):
     rng = np.random.default_rng(seed)
