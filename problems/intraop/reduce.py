@@ -283,30 +283,58 @@ def replay_ops(kind, op_v, op_u, op_w, op_t1, op_t2, op_t3, op_out, tab_x, tab_o
                 elim0_min[i] = best
         elif kind[i] == 1:
             u = op_u[i]
-            for a in range(k[u]):
-                best = excl
+            ku = k[u]
+            t = op_t1[i]
+            if tab_x[t] == u:  # row a of u holds the costs over v's strategies
+                for a in range(ku):
+                    row = tab_off[t] + a * kv
+                    best = excl
+                    for b in range(kv):
+                        c = _add(work[row + b], theta[tv + b], cap, excl)
+                        best = c if c < best else best
+                    theta[ptr[u] + a] = _add(theta[ptr[u] + a], best, cap, excl)
+            else:  # row b of v holds the costs over u's strategies: all of u's minima at once
+                for a in range(ku):
+                    tmp[a] = excl
                 for b in range(kv):
-                    c = _add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b], cap, excl)
-                    if c < best:
-                        best = c
-                theta[ptr[u] + a] = _add(theta[ptr[u] + a], best, cap, excl)
+                    row = tab_off[t] + b * ku
+                    tb = theta[tv + b]
+                    for a in range(ku):
+                        c = _add(work[row + a], tb, cap, excl)
+                        tmp[a] = c if c < tmp[a] else tmp[a]
+                for a in range(ku):
+                    theta[ptr[u] + a] = _add(theta[ptr[u] + a], tmp[a], cap, excl)
         elif kind[i] == 2:
             u, w = op_u[i], op_w[i]
             kw = k[w]
             out = tab_off[op_out[i]]
+            t2 = op_t2[i]
             t3 = op_t3[i]
+            v_rows = tab_x[t2] == v
             for a in range(k[u]):
                 for b in range(kv):
                     tmp[b] = _add(pair_cost(work, tab_off, tab_x, k, op_t1[i], u, a, v, b), theta[tv + b], cap, excl)
-                for c in range(kw):
-                    best = excl
+                o = out + a * kw
+                if v_rows:  # row b of table t2 holds the costs over w's strategies
+                    for c in range(kw):
+                        work[o + c] = excl
                     for b in range(kv):
-                        x = _add(tmp[b], pair_cost(work, tab_off, tab_x, k, op_t2[i], v, b, w, c), cap, excl)
-                        if x < best:
-                            best = x
-                    if t3 >= 0:
-                        best = _add(best, pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c), cap, excl)
-                    work[out + a * kw + c] = best
+                        row = tab_off[t2] + b * kw
+                        tb = tmp[b]
+                        for c in range(kw):
+                            x = _add(tb, work[row + c], cap, excl)
+                            work[o + c] = x if x < work[o + c] else work[o + c]
+                else:
+                    for c in range(kw):
+                        row = tab_off[t2] + c * kv
+                        best = excl
+                        for b in range(kv):
+                            x = _add(tmp[b], work[row + b], cap, excl)
+                            best = x if x < best else best
+                        work[o + c] = best
+                if t3 >= 0:
+                    for c in range(kw):
+                        work[o + c] = _add(work[o + c], pair_cost(work, tab_off, tab_x, k, t3, u, a, w, c), cap, excl)
         elif kind[i] == 3:
             u = op_u[i]
             for a in range(k[u]):
