@@ -120,13 +120,17 @@ def penalised_unary(unary, usage, ptr, weight, theta):  # pragma: no cover - jit
 
 
 @njit(**_JIT)
-def local_costs(v, sol, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, out):  # pragma: no cover
-    """``out[s]`` = theta_v(s) + sum over neighbours of the pair cost with their current strategies."""
+def local_costs(v, sol, theta, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, out, skip=-1):  # pragma: no cover
+    """``out[s]`` = theta_v(s) + sum over neighbours but ``skip`` of the pair cost with their current
+    strategies. (Leave a neighbour out here rather than subtract its table afterwards: a table
+    entry of 10^18 (forbidden) added and taken off again loses every smaller cost's low bits.)"""
     kv = k[v]
     for s in range(kv):
         out[s] = theta[ptr[v] + s]
     for i in range(adj_ptr[v], adj_ptr[v + 1]):
         nb = adj_nbr[i]
+        if nb == skip:
+            continue
         t = adj_tab[i]
         b = sol[nb]
         if tab_x[t] == v:

@@ -208,15 +208,11 @@ def _improve_pairs(sol, unary, usage, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, t
     for e in range(len(tab_x)):
         u, v = tab_x[e], tab_y[e]
         ku, kv = k[u], k[v]
-        local_costs(u, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, lu)
-        local_costs(v, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, lv)
+        # each endpoint's costs without the u-v table, which is added once for the pair below
+        local_costs(u, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, lu, v)
+        local_costs(v, sol, unary, ptr, k, adj_ptr, adj_nbr, adj_tab, tabs, tab_off, tab_x, lv, u)
         su, sv = sol[u], sol[v]
         off = tab_off[e]
-        # local_costs count the u-v table once from each side with the other endpoint fixed
-        for a in range(ku):
-            lu[a] -= tabs[off + a * kv + sv]
-        for b in range(kv):
-            lv[b] -= tabs[off + su * kv + b]
         cur = lu[su] + lv[sv] + tabs[off + su * kv + sv]
         # integer costs in float64: demand a real gain so rounding near 1e18 cannot cycle
         best, ba, bb = cur - max(0.5, 1e-12 * abs(cur)), su, sv

@@ -130,3 +130,60 @@ def test_pair_moves_reach_a_pair_local_optimum(seed):
                 alt[u], alt[v] = a, b
                 c, ok = naive_evaluate(p, alt)
                 assert not (ok and c < after.cost), (u, v, a, b)
+
+
+
+def test_a_pair_move_is_priced_without_the_pairs_own_forbidden_entries():
+    # u and v must agree (any other pair of choices is forbidden); u's choices cost 1408, 8, 12.
+    # Adding the u-v table to u's local costs and taking it off again rounded 12 + 10^18 - 10^18
+    # to 0 (the spacing of doubles near 10^18 is 128), so (2, 2) looked cheaper than (1, 1) and
+    # the polish went back and forth between them.
+    from gapstop.problems.intraop.io import problem_from_dict
+    from gapstop.problems.intraop.model import FORBIDDEN
+
+    F = FORBIDDEN
+    p = problem_from_dict({"problem": {
+        "name": "pair", "usage_limit": 100,
+        "nodes": {"intervals": [[0, 1], [0, 1]], "costs": [[1408, 8, 12], [0, 0, 0]], "usages": [[1, 1, 1], [1, 1, 1]]},
+        "edges": {"nodes": [[0, 1]], "costs": [[0, F, F, F, 0, F, F, F, 0]]}}})
+    tracker = repair.UsageTracker(prepare(p, contract=False, fold=False))
+    sol = np.array([1, 1], dtype=np.int64)
+    for _ in range(3):
+        repair.improve(tracker, sol, pairs=1)
+        assert sol.tolist() == [1, 1]
+    sol = np.array([2, 2], dtype=np.int64)
+    repair.improve(tracker, sol, pairs=1)
+    assert sol.tolist() == [1, 1]
+
+
+def test_pair_moves_never_raise_the_cost_beside_forbidden_entries():
+    import itertools
+
+    from gapstop.problems.intraop.io import problem_from_dict, problem_to_dict
+    from gapstop.problems.intraop.model import FORBIDDEN
+
+    exercised = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        doc = problem_to_dict(random_instance(8, seed, max_k=3, limit_quantile=0.8, edge_p=0.35))
+        for costs in doc["problem"]["edges"]["costs"]:  # forbidden pairs, all but one per table at most
+            keep = int(rng.integers(len(costs)))
+            for i in range(len(costs)):
+                if i != keep and rng.random() < 0.25:
+                    costs[i] = FORBIDDEN
+        p = problem_from_dict(doc)
+        tracker = repair.UsageTracker(prepare(p))
+        feasible = [s for s in itertools.product(*(range(int(k)) for k in p.num_strategies))
+                    if evaluate(p, np.array(s)).feasible]
+        if not feasible:
+            continue
+        exercised += 1
+        sol = np.array(feasible[rng.integers(len(feasible))], dtype=np.int64)
+        costs = [evaluate(p, sol).cost]
+        for _ in range(4):
+            repair.improve(tracker, sol, pairs=1)
+            ev = evaluate(p, sol)
+            assert ev.feasible
+            costs.append(ev.cost)
+        assert costs == sorted(costs, reverse=True), (seed, costs)
+    assert exercised >= 15
