@@ -9,7 +9,8 @@ leading search (while it has improved in its last :data:`LEADER_STALL` iteration
 go round-robin to every search still in the race. Told the run's time left
 (:meth:`IntraopIsland.set_time_left`), the island halves the race by successive halving: each
 stage lasts :data:`STAGE_SHARE` of the time left, then the worse half drops out.
-Its best solution is polished by pair-table moves at most every ``polish_every_s``.
+Its best solution is polished by pair-table moves at most every ``polish_every_s``, and at once in
+the run's last :data:`FINAL_POLISH_S` seconds (so that the run ends on a polished solution).
 (A search from Lagrangian usage prices runs in the Lagrangian bound job instead:
 :mod:`problems.intraop.jobs`.) Knows nothing of threads or Ray: the solve loop's island
 worker (:func:`engine.workers.run_island`) calls :meth:`step`.
@@ -58,6 +59,13 @@ LEADER_STALL = 60
 STAGE_SHARE = 0.5
 
 
+#: In the run's last this many seconds (or twice the last polish's duration, if longer) every new
+#: best is polished at once, not only ``polish_every_s`` after the last polish, within the time left:
+#: a best found shortly before the end went out unpolished (instance A at 60 s: 6548774006, where
+#: the pair moves give 6548774002 in one pass of about 1.2 s).
+FINAL_POLISH_S = 3.0
+
+
 class IntraopIsland:
     def __init__(self, prep: Prepared, seed: int, index: int = 0, n_islands: int = 1, *,
                  slice_s: float = 0.5, polish_every_s: float = 10.0, probe_iterations: int | None = None) -> None:
@@ -78,6 +86,7 @@ class IntraopIsland:
         self._turn = 0
         self._last_polish = time.monotonic()
         self._polished_cost: int | None = None
+        self._polish_s = 0.0  # how long the last polish took
         self._end: float | None = None  # the run's deadline (monotonic), once told
         self._stage_end: float | None = None
         self.racing: list[PenaltySearch] = []  # the searches still in the race (after the probe)
@@ -123,10 +132,15 @@ class IntraopIsland:
             s = self._next()
             for f in s.step(min(self.slice_s, max(0.01, deadline - time.monotonic()))):
                 self._offer(f, on_improvement)
-        if (self.best is not None and self.best.cost != self._polished_cost
-                and time.monotonic() - self._last_polish >= self.polish_every_s):
+        if self.best is not None and self.best.cost != self._polished_cost and self._polish_due():
             self._polish(on_improvement)
         return sum(s.iterations for s in self.searches) - before
+
+    def _polish_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_polish >= self.polish_every_s:
+            return True
+        return self._end is not None and self._end - now <= max(FINAL_POLISH_S, 2.0 * self._polish_s)
 
     def _next(self) -> PenaltySearch:
         """The search that gets the next slice (the probes done)."""
@@ -155,9 +169,12 @@ class IntraopIsland:
 
     def _polish(self, report: Callable[[Any, Any], None]) -> None:
         assert self.best is not None
-        self._last_polish = time.monotonic()
+        self._last_polish = start = time.monotonic()
+        # no pass of pair moves that would end after the run (the first always runs)
+        deadline = None if self._end is None else time.perf_counter() + (self._end - start)
         sol = np.array(self.best.solution, dtype=np.int64)
-        greedy.improve(greedy.UsageTracker(self.prep), sol, pairs=3)
+        greedy.improve(greedy.UsageTracker(self.prep), sol, pairs=3, deadline=deadline)
+        self._polish_s = time.monotonic() - start
         ev = evaluate(self.prep.problem, sol)
         if ev.feasible and ev.cost is not None and ev.cost < self.best.cost:
             self._offer(Found(ev.cost, sol, -1, 0.0), report)

@@ -139,3 +139,17 @@ def test_without_a_time_limit_no_search_drops_out():
     island.set_time_left(math.inf)
     island.step(60.0, lambda cost, found: None, should_stop=lambda: sum(s.steps for s in searches) >= 400)
     assert [s.steps for s in searches] == [100] * 4
+
+
+def test_near_the_end_every_new_best_is_polished_at_once():
+    p = random_instance(30, 3, max_k=4, limit_quantile=0.4)
+    prep = prepare(p)
+    far = IntraopIsland(prep, 0, polish_every_s=1e9)  # the spacing alone never allows a polish
+    far.set_time_left(1000.0)
+    _run(far, 5, budget_s=0.05)
+    assert far.best is not None and far._polished_cost is None
+    near = IntraopIsland(prep, 0, polish_every_s=1e9)
+    near.set_time_left(2.0)  # within FINAL_POLISH_S of the end
+    reports = _run(near, 5, budget_s=0.05)
+    assert near.best is not None and near._polished_cost == near.best.cost
+    assert reports[-1][0] == near.best.cost  # what a polish found was reported as well
