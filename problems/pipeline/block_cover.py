@@ -23,6 +23,17 @@ be admissible (convexity, and a removed node's tensors may then cross its bounda
 overlapping blocks cover more cheaply than disjoint ones; the partitioning LP's value is
 never below the covering one's (BENCHMARKS.md has both, alone and in runs).
 
+Cycle cuts. The LP knows nothing of the stage order: at caps below the optimum it is often
+held at k by one partition into convex blocks whose block graph has a cycle (on small
+REGAL-style graphs, every case where the cover stayed 1-3 % under the optimum; BENCHMARKS.md).
+Such a partition is cut off: for the blocks ``c`` of a shortest cycle through each of its
+blocks, ``sum_{S in c} x_S <= |c| - 1``, which every acyclic partition satisfies (one holding
+all of c has that cycle). With cut duals ``mu >= 0`` the certificate becomes: every acyclic
+partition's blocks have *own values* ``y(S) - sum_{c ni S} mu_c`` summing to at least
+``y(V) - sum_c mu_c (|c| - 1)``, so one block reaches a k-th of that; if no admissible set
+outside the cuts' columns reaches it (CP-SAT, those columns excluded by no-good clauses) and
+no cut column within the cap does (checked directly), ``OPT > T``.
+
 How ``y`` is found: column generation. A restricted LP over the admissible sets found so
 far (GLOP) gives duals ``y``. Sets with ``y(S) > 1`` enter it as new columns, found first
 among intervals of topological orders (every interval is convex) and by greedy growth
@@ -159,6 +170,9 @@ class Cover:
         self._rows: list[Any] = []
         self._xs: list[Any] = []        # its variable of each column, in order
         self._lp_cap: int | None = None
+        self.cuts: list[tuple[int, ...]] = []   # cycle cuts: column indices, sum of their x <= len - 1
+        self._cut_rows: list[Any] = []
+        self._mu = np.zeros(0, dtype=np.float64)   # the cuts' duals (>= 0), from the last LP
 
     def intervals(self, y: NDArray[np.float64], cap: int) -> list[NDArray[np.bool_]]:
         """The sets of largest ``y`` among intervals of topological orders within ``cap``: per
@@ -234,25 +248,82 @@ class Cover:
             for j in changed:
                 self._xs[int(j)].SetUb(inf if self.costs[j] <= cap else 0.0)
         self._lp_cap = cap
+        for cut in self.cuts[len(self._cut_rows):]:
+            row = lp.Constraint(-inf, float(len(cut) - 1))
+            for j in cut:
+                row.SetCoefficient(self._xs[j], 1.0)
+            self._cut_rows.append(row)
         lp.Solve()
         y = np.array([c.dual_value() for c in self._rows], dtype=np.float64)
+        # a <= row of a minimisation has a dual <= 0; its negation, clipped, is a valid mu >= 0
+        self._mu = np.maximum(0.0, -np.array([c.dual_value() for c in self._cut_rows], dtype=np.float64))
         return float(obj.Value()), y
+
+    def cycle_cuts(self) -> int:
+        """After an LP of value at most k: if its solution is one partition (integral) whose
+        block graph has a cycle, cut off every shortest cycle through each of its blocks
+        (``sum of x over the cycle's blocks <= its length - 1``: no acyclic partition holds all
+        of them). Returns the number of new cuts (0: the solution is fractional or acyclic)."""
+        x = np.array([v.solution_value() for v in self._xs], dtype=np.float64)
+        used = np.flatnonzero(x > 1e-9)
+        if len(used) == 0 or not np.all(np.abs(x[used] - 1.0) <= 1e-9):
+            return 0
+        p = self.problem
+        block = np.full(p.n, -1, dtype=np.int64)
+        for b, j in enumerate(used):
+            block[self.columns[j]] = b
+        if (block < 0).any():
+            return 0
+        m = len(used)
+        succ: list[set[int]] = [set() for _ in range(m)]
+        for u in range(p.n):
+            for w in p.succ[p.succ_ptr[u]:p.succ_ptr[u + 1]]:
+                if block[u] != block[w]:
+                    succ[int(block[u])].add(int(block[w]))
+        known = {frozenset(c) for c in self.cuts}
+        added = 0
+        for b in range(m):
+            # breadth-first from b's successors back to b: a shortest cycle through b
+            parent = {w: b for w in succ[b]}
+            frontier = list(succ[b])
+            while frontier and b not in frontier:
+                nxt = []
+                for u in frontier:
+                    for w in succ[u]:
+                        if w not in parent:
+                            parent[w] = u
+                            nxt.append(w)
+                frontier = nxt
+            if b not in parent:
+                continue
+            cycle, u = [b], parent[b]
+            while u != b:
+                cycle.append(u)
+                u = parent[u]
+            cut = tuple(sorted(int(used[c]) for c in cycle))
+            if frozenset(cut) not in known:
+                known.add(frozenset(cut))
+                self.cuts.append(cut)
+                added += 1
+        return added
 
     def refute(self, cap: int, time_limit_s: float, *, num_workers: int = 1, random_seed: int = 0,
                should_stop: Callable[[], bool] | None = None) -> tuple[float, dict[str, Any]]:
-        """Try to prove that no partition into at most k blocks has every block's scaled cost
-        within ``cap`` units: (valid lower bound on OPT, detail). The bound is above ``cap / s``
+        """Try to prove that no acyclic partition into at most k blocks has every block's scaled
+        cost within ``cap`` units: (valid lower bound on OPT, detail). The bound is above ``cap / s``
         when the cap is refuted (``why == "refuted"``); otherwise it is the best ``H(y)``
         proven on the way (``-inf`` if none). Detail: ``lp`` (the last restricted LP's value),
-        ``rounds`` (LP solves), ``greedy`` (rounds priced by greedy growth), ``why``
+        ``rounds`` (LP solves), ``greedy`` (rounds priced by greedy growth), ``cuts`` (cycle cuts
+        added in this attempt; they stay for the next), ``why``
         (``refuted``, ``lp <= k``, ``converged``, ``stalled`` (no new column in an exact
         pricing solve's time), ``time`` or ``stop``), ``seconds``.
         """
         t0 = time.perf_counter()
         stop = should_stop or (lambda: False)
         n, k = self.problem.n, self.k
-        rounds, lp_value, why, greedy, bound = 0, math.inf, "time", 0, -math.inf
+        rounds, lp_value, why, greedy, bound, cuts = 0, math.inf, "time", 0, -math.inf, 0
         priced: NDArray[np.float64] | None = None   # the duals priced last
+        priced_mu = np.zeros(0, dtype=np.float64)    # and the cuts' duals with them
         while True:
             left = time_limit_s - (time.perf_counter() - t0)
             if left <= 0.05:
@@ -261,20 +332,29 @@ class Cover:
                 why = "stop"
                 break
             lp_value, y = self._duals(cap)
+            mu = self._mu
             rounds += 1
             if lp_value <= k + TOL:
-                why = "lp <= k"     # the full LP is at most this: no dual of it refutes the cap
+                # a partition with a cyclic block graph is cut off and the LP solved again; else the
+                # full LP (with these cuts) is at most k: no dual of it refutes the cap
+                new_cuts = self.cycle_cuts()
+                if new_cuts:
+                    cuts += new_cuts
+                    priced = None
+                    continue
+                why = "lp <= k"
                 break
-            if SMOOTHING > 0 and priced is not None:
+            if SMOOTHING > 0 and priced is not None and len(priced_mu) == len(mu):
                 ys = SMOOTHING * priced + (1.0 - SMOOTHING) * y
+                mus = SMOOTHING * priced_mu + (1.0 - SMOOTHING) * mu
                 # columns only where the LP wants them (y(S) > 1); the smoothed duals choose which
                 found = self.intervals(ys, cap) + self.grown(ys, cap)
                 if self._add([s for s in found if float(y[s].sum()) > 1.0 + TOL]):
-                    priced = ys
+                    priced, priced_mu = ys, mus
                     greedy += 1
                     continue
             else:
-                ys = priced = y
+                ys, mus = priced, priced_mu = y, mu
             # cheap columns first: the exact pricing (below) is needed for a certificate only once
             # greedy growth finds nothing the LP wants
             if self._add(self.intervals(y, cap)) or self._add([g for g in self.grown(y, cap)
@@ -287,8 +367,8 @@ class Cover:
             # proven least, is a bound on its own (H(y)). CP-SAT proves this minimum far faster
             # than it bounds max y(S) (2-5 s per call, unproven, at 74-99 nodes, k = 16).
             # any weighting certifies (module docstring): the exact pricing takes the smoothed one
-            yi = integer_weights(ys, signed=True)
-            pm = build_model(self.problem, k, yi)
+            yi, share, held = self._certificate_weights(ys, mus)
+            pm = self._pricing_model(yi, share)
             pm.model.add(pm.objective <= cap)
             x = [pm.model.get_bool_var_from_proto_index(v) for v in range(n)]
             cb = _Collect(x)
@@ -296,21 +376,35 @@ class Cover:
                                              random_seed=random_seed, callback=cb, should_stop=stop,
                                              cp_params=PRICING_PARAMS, work_limit=PRICING_MAX_DET)
             refuted = _mip.to_value(pm, cap + 1, n)
-            if status == "infeasible":
+            # the cut columns, left out of the model: the least cost of those that hold the share
+            held_cost = min((int(self.costs[j]) for j in held), default=None)
+            if status == "infeasible" and (held_cost is None or held_cost > cap):
                 bound, why = max(bound, refuted), "refuted"
                 left = time_limit_s - (time.perf_counter() - t0)
                 if JUMP_DET > 0 and left > 0.5 and not stop():
                     # the same y often holds well above the cap: H(y) itself, minimised with the
                     # refuted range cut off, is a bound of its own (the proven one, optimal or not)
-                    pm = build_model(self.problem, k, yi)
+                    pm = self._pricing_model(yi, share)
                     pm.model.add(pm.objective >= cap + 1)
                     _, jumped, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
                                                  random_seed=random_seed, should_stop=stop,
                                                  cp_params=PRICING_PARAMS, work_limit=JUMP_DET)
+                    if held_cost is not None:
+                        jumped = min(jumped, _mip.to_value(pm, held_cost, n))
                     bound = max(bound, jumped)
+                break
+            if status == "infeasible":
+                # the rounded weights leave a cut column within the cap holding the share: no
+                # certificate from them, and the LP's own duals come next
+                if ys is not y:
+                    priced = y
+                    continue
+                why = "stalled"
                 break
             if status != "optimal":
                 value = min(value, refuted)   # valid whether or not H(y) is within the cap
+            if held_cost is not None:
+                value = min(value, _mip.to_value(pm, held_cost, n))
             bound = max(bound, value)
             if self._add([s for s in cb.sets if float(y[s].sum()) > 1.0 + TOL]) == 0:
                 if ys is not y:
@@ -320,8 +414,44 @@ class Cover:
                     continue
                 why = "converged" if status == "optimal" else "stalled"
                 break
-        return bound, {"lp": lp_value, "rounds": rounds, "greedy": greedy, "why": why,
+        return bound, {"lp": lp_value, "rounds": rounds, "greedy": greedy, "why": why, "cuts": cuts,
                        "seconds": time.perf_counter() - t0}
+
+    def _certificate_weights(self, y: NDArray[np.float64], mu: NDArray[np.float64]
+                             ) -> tuple[NDArray[np.int64], int, list[int]]:
+        """Integer weights for a refutation with the cycle cuts (module docstring): (``yi``,
+        ``share``, the cut columns whose own value ``yi(S) - sum of mu over their cuts`` reaches
+        ``share``). ``y`` and ``mu`` are scaled together and rounded down; ``share`` is
+        ``ceil((yi(V) - sum_c mu_c (|c| - 1)) / k)``. Every acyclic partition into at most k
+        blocks has a block that is a non-cut column with ``yi(S) >= share`` or one of the returned
+        cut columns, whatever the rounding: the sum of the blocks' own values is at least
+        ``yi(V) - sum_c mu_c (|c| - 1)``, as a partition holds at most ``|c| - 1`` of a cut's sets."""
+        if not self.cuts or not np.any(mu > 0):
+            yi = integer_weights(y, signed=True)
+            share = -(-int(yi.sum()) // self.k)
+            return yi, share, sorted({j for c in self.cuts for j in c if int(yi[self.columns[j]].sum()) >= share})
+        both = integer_weights(np.concatenate([y, mu]), signed=True)
+        yi, mui = both[:len(y)], np.maximum(both[len(y):], 0)
+        total = int(yi.sum()) - sum(int(m) * (len(c) - 1) for m, c in zip(mui, self.cuts))
+        share = -(-total // self.k)
+        own: dict[int, int] = {}
+        for m, c in zip(mui, self.cuts):
+            for j in c:
+                own[j] = own.get(j, int(yi[self.columns[j]].sum())) - int(m)
+        for c in self.cuts:
+            for j in c:
+                own.setdefault(j, int(yi[self.columns[j]].sum()))
+        return yi, share, sorted(j for j, v in own.items() if v >= share)
+
+    def _pricing_model(self, yi: NDArray[np.int64], share: int) -> Any:
+        """The heaviest-block model with ``yi(S) >= share`` and every cut column excluded."""
+        pm = build_model(self.problem, self.k, yi, share)
+        x = [pm.model.get_bool_var_from_proto_index(v) for v in range(self.problem.n)]
+        for j in sorted({j for c in self.cuts for j in c}):
+            col = self.columns[j]
+            # S differs from column j in some node
+            pm.model.add_bool_or([x[v].Not() if col[v] else x[v] for v in range(self.problem.n)])
+        return pm
 
 
 def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.0, *, floor: float = -math.inf,

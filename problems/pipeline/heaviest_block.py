@@ -101,8 +101,10 @@ def integer_weights(pi: Sequence[float] | NDArray[np.float64], *, signed: bool =
     return np.floor(p * (PI_SCALE / top)).astype(np.int64)
 
 
-def build_model(problem: PipelineProblem, k: int, pi: NDArray[np.int64]) -> _mip.PartitionModel:
-    """The CP-SAT model of ``H(pi)`` (module docstring): one block S, ``x_v`` = v in S.
+def build_model(problem: PipelineProblem, k: int, pi: NDArray[np.int64], share: int | None = None
+                ) -> _mip.PartitionModel:
+    """The CP-SAT model of ``H(pi)`` (module docstring): one block S, ``x_v`` = v in S, with
+    ``pi(S) >= share`` (default ``ceil(pi(V) / k)``).
 
     Convexity: ``a_v`` (``d_v``) may be 1 when some strict ancestor (descendant) of v is in S
     and must be when one is; ``x_v >= a_v + d_v - 1``. A cut literal per tensor with a
@@ -112,8 +114,8 @@ def build_model(problem: PipelineProblem, k: int, pi: NDArray[np.int64]) -> _mip
     sc = _mip.scale(problem)
     model = cp_model.CpModel()
     x = [model.new_bool_var(f"x{v}") for v in range(n)]
-    total = int(np.asarray(pi, dtype=np.int64).sum())
-    share = -(-total // k)
+    if share is None:
+        share = -(-int(np.asarray(pi, dtype=np.int64).sum()) // k)
     model.add(cp_model.LinearExpr.weighted_sum(x, [int(p) for p in pi]) >= share)
     lits: list[Any] = list(x)
     coefs: list[int] = list(sc.work_lo)

@@ -115,6 +115,71 @@ def test_refutes_no_cap_at_the_optimum_and_some_below_it(smoothing: float, monke
     assert refuted_below >= 40, refuted_below   # not vacuous
 
 
+def _holds_a_cycle(p: PipelineProblem, sets: list[np.ndarray]) -> bool:
+    """Naively: the sets are disjoint and the graph between them (an edge where a tensor of one
+    is consumed in another) has a cycle, so no acyclic partition has all of them as blocks."""
+    owner = {}
+    for i, row in enumerate(sets):
+        for v in np.flatnonzero(row).tolist():
+            if v in owner:
+                return False
+            owner[v] = i
+    succ = reference.succs(p)
+    edges = {(owner[u], owner[w]) for u in owner for w in succ[u] if w in owner and owner[w] != owner[u]}
+    reach = {i: {b for a, b in edges if a == i} for i in range(len(sets))}
+    for _ in sets:
+        for i in reach:
+            reach[i] |= {c for b in reach[i] for c in reach[b]}
+    return any(i in reach[i] for i in reach)
+
+
+def test_cycle_cuts_fire_below_the_optimum_and_never_refute_it() -> None:
+    # At a cap below the optimum the LP is often held at k by one partition of convex blocks whose
+    # block graph has a cycle (BENCHMARKS.md); cutting such partitions off must refute some of those
+    # caps and, with every cut kept (as in a climb), never the optimum's own cap.
+    fired = refuted = 0
+    for j, (p, k) in enumerate(_cases()):
+        opt = _optima()[j]
+        sc = _mip.scale(p)
+        cover = Cover(p, k)
+        for share in (0.97, 0.99, 0.999):
+            value, info = cover.refute(sc.floor_of(Fraction(share * opt)), 10.0)
+            assert value <= opt * (1 + 1e-12), (j, k, share, value, opt, info)
+            fired += info["cuts"] > 0
+            refuted += info["cuts"] > 0 and info["why"] == "refuted"
+        for cut in cover.cuts:
+            assert len(cut) >= 2 and _holds_a_cycle(p, [cover.columns[c] for c in cut]), (j, cut)
+        value, info = cover.refute(sc.floor_of(Fraction(opt)), 10.0)
+        assert info["why"] != "refuted" and value <= opt * (1 + 1e-12), (j, k, value, opt, info)
+    assert fired >= 10 and refuted >= 4, (fired, refuted)   # not vacuous
+
+
+def test_certificate_weights_with_cuts_against_naive_arithmetic() -> None:
+    # yi and mu scaled together, share = ceil((yi(V) - sum mu (|c| - 1)) / k), and the cut columns
+    # whose own value (yi(S) minus the mu of every cut holding S) reaches the share
+    rng = np.random.default_rng(8)
+    for t in range(40):
+        p = regal_like(200 + t, n=10)
+        k = 2 + t % 3
+        cover = Cover(p, k)
+        cover._add([rng.random(p.n) < 0.4 for _ in range(12)])
+        m = len(cover.columns)
+        cover.cuts = [tuple(sorted(rng.choice(m, size=int(rng.integers(2, 4)), replace=False).tolist()))
+                      for _ in range(int(rng.integers(1, 4)))]
+        y = rng.normal(size=p.n)
+        mu = rng.random(len(cover.cuts)) * (t % 2)
+        yi, share, held = cover._certificate_weights(y, mu)
+        scale = float(np.abs(np.concatenate([y, mu])).max()) if mu.any() else float(np.abs(y).max())
+        from gapstop.problems.pipeline.heaviest_block import PI_SCALE
+        assert yi.tolist() == np.floor(y * (PI_SCALE / scale)).astype(np.int64).tolist()
+        mui = np.floor(mu * (PI_SCALE / scale)).astype(np.int64) if mu.any() else np.zeros(len(mu), dtype=np.int64)
+        total = int(yi.sum()) - sum(int(mui[c]) * (len(cut) - 1) for c, cut in enumerate(cover.cuts))
+        assert share == math.ceil(Fraction(total, k))
+        own = {j: int(yi[cover.columns[j]].sum()) - sum(int(mui[c]) for c, cut in enumerate(cover.cuts) if j in cut)
+               for cut in cover.cuts for j in cut}
+        assert held == sorted(j for j, v in own.items() if v >= share), t
+
+
 def test_climb_from_the_spectral_bound_stays_below_the_optimum() -> None:
     above = 0
     for j, (p, k) in enumerate(_cases()[::3]):
