@@ -395,9 +395,9 @@ class Cover:
                 break
             if status == "infeasible":
                 # the rounded weights leave a cut column within the cap holding the share: no
-                # certificate from them, and the LP's own duals come next
-                if ys is not y:
-                    priced = y
+                # certificate from them; the LP's own duals next, unless these were they
+                if not (np.array_equal(ys, y) and np.array_equal(mus, mu)):
+                    priced, priced_mu = y, mu
                     continue
                 why = "stalled"
                 break
@@ -407,10 +407,11 @@ class Cover:
                 value = min(value, _mip.to_value(pm, held_cost, n))
             bound = max(bound, value)
             if self._add([s for s in cb.sets if float(y[s].sum()) > 1.0 + TOL]) == 0:
-                if ys is not y:
+                if not (np.array_equal(ys, y) and np.array_equal(mus, mu)):
                     # the smoothed duals gave no set the LP wants (mis-priced, or none found within
-                    # the solve's limit): the LP's own next
-                    priced = y
+                    # the solve's limit): the LP's own next (once: smoothing them with themselves
+                    # gives them back, equal but not the same array)
+                    priced, priced_mu = y, mu
                     continue
                 why = "converged" if status == "optimal" else "stalled"
                 break

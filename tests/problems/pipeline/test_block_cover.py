@@ -180,6 +180,53 @@ def test_certificate_weights_with_cuts_against_naive_arithmetic() -> None:
         assert held == sorted(j for j, v in own.items() if v >= share), t
 
 
+def test_a_cut_column_holding_the_share_within_the_cap_blocks_the_refutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the certificate needs every cut column within the cap below the share; one that is not (here
+    # forced: a singleton reported as holding it) must stop the refutation, and the attempt ends
+    # ("stalled") instead of pricing the same weights until its time is up
+    real = Cover._certificate_weights
+    refuted = 0
+    for j, (p, k) in enumerate(_cases()[::15]):
+        opt = _optima()[15 * j]
+        cap = _mip.scale(p).floor_of(Fraction(0.9 * opt))
+        value, info = Cover(p, k).refute(cap, 10.0)
+        if info["why"] != "refuted":
+            continue
+        refuted += 1
+        with monkeypatch.context() as patch:
+            patch.setattr(Cover, "_certificate_weights", lambda self, y, mu: (*real(self, y, mu)[:2], [0]))
+            value, info = Cover(p, k).refute(cap, 10.0)
+        assert info["why"] != "refuted" and info["seconds"] < 5.0, (j, info)
+    assert refuted >= 5, refuted
+
+
+def test_pricing_that_finds_nothing_new_ends_the_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the smoothed duals first, then the LP's own once: when neither gives a column the attempt
+    # ends ("converged") rather than pricing the LP's duals again until its time is up
+    p, k = regal_like(8, n=40), 4
+    cover = Cover(p, k)
+    cap = cover.sc.floor_of(Fraction(1.02 * bounds.simple_bound(p, k).value))
+    real_intervals = Cover.intervals
+    first: list[bool] = []
+
+    def intervals(self: Cover, y: np.ndarray, cap: int) -> list[np.ndarray]:
+        # columns in the first round only, so that the next ones price smoothed duals
+        first.append(True)
+        return real_intervals(self, y, cap) if len(first) == 1 else []
+
+    monkeypatch.setattr(Cover, "intervals", intervals)
+    monkeypatch.setattr(Cover, "grown", lambda self, y, cap: [])
+    calls: list[int] = []
+
+    def solve(pm: object, n: int, **_: object) -> tuple[str, float, None, float]:
+        calls.append(n)
+        return "optimal", 0.0, None, 0.0
+
+    monkeypatch.setattr(_mip, "solve", solve)
+    value, info = cover.refute(cap, 10.0)
+    assert info["why"] == "converged" and info["seconds"] < 5.0 and len(calls) == 2, (info, len(calls))
+
+
 def test_climb_from_the_spectral_bound_stays_below_the_optimum() -> None:
     above = 0
     for j, (p, k) in enumerate(_cases()[::3]):
