@@ -17,8 +17,9 @@ at a cap of 0.999 x OPT (below every acyclic partition's bottleneck) is solved t
 solution is either ``refuted`` (the cover climbs there given the time), ``fractional``, or ``acyclic``
 (an integral partition into at most k convex blocks within the cap; the attempt cuts off those whose
 block graph has a cycle, and an acyclic one within 0.999 x OPT would contradict OPT on these
-memory-free graphs). Another word is the attempt's own reason to stop (``time``, ``stalled``). (At n = 32 the MIP already fails to prove k = 8
-in two minutes on 2 cores.) The defaults take about 6 minutes.
+memory-free graphs). Another word is the attempt's own reason to stop (``time``, ``stalled``).
+(At n = 32 the MIP already fails to prove k = 8 in two minutes on 2 cores.) The defaults take about
+6 minutes.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import numpy as np  # noqa: E402
 
 from gapstop.problems.pipeline.block_cover import Cover  # noqa: E402
 from gapstop.problems.pipeline.bounds import lower_bound  # noqa: E402
@@ -54,10 +53,8 @@ def blocker(p, k: int, opt: float, time_s: float) -> str:
     _, info = cover.refute(cover.sc.floor_of(Fraction(0.999 * opt)), time_s)
     if info["why"] != "lp <= k":
         return str(info["why"])
-    x = np.array([v.solution_value() for v in cover._xs])
-    used = np.flatnonzero(x > 1e-9)
     # an integral partition left is acyclic: the attempt cuts off every cyclic one (Cover.cycle_cuts)
-    return "acyclic" if np.all(np.abs(x[used] - 1.0) < 1e-9) else "fractional"
+    return "fractional" if cover.integral_columns() is None else "acyclic"
 
 
 def main() -> None:

@@ -259,14 +259,20 @@ class Cover:
         self._mu = np.maximum(0.0, -np.array([c.dual_value() for c in self._cut_rows], dtype=np.float64))
         return float(obj.Value()), y
 
+    def integral_columns(self) -> NDArray[np.int64] | None:
+        """The columns of the last LP's solution if it is one partition (every used column at 1),
+        else None."""
+        x = np.array([v.solution_value() for v in self._xs], dtype=np.float64)
+        used = np.flatnonzero(x > 1e-9)
+        return used if len(used) and np.all(np.abs(x[used] - 1.0) <= 1e-9) else None
+
     def cycle_cuts(self) -> int:
         """After an LP of value at most k: if its solution is one partition (integral) whose
         block graph has a cycle, cut off every shortest cycle through each of its blocks
         (``sum of x over the cycle's blocks <= its length - 1``: no acyclic partition holds all
         of them). Returns the number of new cuts (0: the solution is fractional or acyclic)."""
-        x = np.array([v.solution_value() for v in self._xs], dtype=np.float64)
-        used = np.flatnonzero(x > 1e-9)
-        if len(used) == 0 or not np.all(np.abs(x[used] - 1.0) <= 1e-9):
+        used = self.integral_columns()
+        if used is None:
             return 0
         p = self.problem
         block = np.full(p.n, -1, dtype=np.int64)
@@ -376,6 +382,8 @@ class Cover:
                                              random_seed=random_seed, callback=cb, should_stop=stop,
                                              cp_params=PRICING_PARAMS, work_limit=PRICING_MAX_DET)
             refuted = _mip.to_value(pm, cap + 1, n)
+            # smoothing the LP's own duals with themselves gives them back, equal but a new array
+            lp_own = np.array_equal(ys, y) and np.array_equal(mus, mu)
             # the cut columns, left out of the model: the least cost of those that hold the share
             held_cost = min((int(self.costs[j]) for j in held), default=None)
             if status == "infeasible" and (held_cost is None or held_cost > cap):
@@ -396,7 +404,7 @@ class Cover:
             if status == "infeasible":
                 # the rounded weights leave a cut column within the cap holding the share: no
                 # certificate from them; the LP's own duals next, unless these were they
-                if not (np.array_equal(ys, y) and np.array_equal(mus, mu)):
+                if not lp_own:
                     priced, priced_mu = y, mu
                     continue
                 why = "stalled"
@@ -407,10 +415,9 @@ class Cover:
                 value = min(value, _mip.to_value(pm, held_cost, n))
             bound = max(bound, value)
             if self._add([s for s in cb.sets if float(y[s].sum()) > 1.0 + TOL]) == 0:
-                if not (np.array_equal(ys, y) and np.array_equal(mus, mu)):
+                if not lp_own:
                     # the smoothed duals gave no set the LP wants (mis-priced, or none found within
-                    # the solve's limit): the LP's own next (once: smoothing them with themselves
-                    # gives them back, equal but not the same array)
+                    # the solve's limit): the LP's own next, once
                     priced, priced_mu = y, mu
                     continue
                 why = "converged" if status == "optimal" else "stalled"
@@ -427,21 +434,15 @@ class Cover:
         blocks has a block that is a non-cut column with ``yi(S) >= share`` or one of the returned
         cut columns, whatever the rounding: the sum of the blocks' own values is at least
         ``yi(V) - sum_c mu_c (|c| - 1)``, as a partition holds at most ``|c| - 1`` of a cut's sets."""
-        if not self.cuts or not np.any(mu > 0):
-            yi = integer_weights(y, signed=True)
-            share = -(-int(yi.sum()) // self.k)
-            return yi, share, sorted({j for c in self.cuts for j in c if int(yi[self.columns[j]].sum()) >= share})
+        # (with mu = 0, or no cuts, this is integer_weights(y) and ceil(yi(V) / k))
         both = integer_weights(np.concatenate([y, mu]), signed=True)
         yi, mui = both[:len(y)], np.maximum(both[len(y):], 0)
         total = int(yi.sum()) - sum(int(m) * (len(c) - 1) for m, c in zip(mui, self.cuts))
         share = -(-total // self.k)
-        own: dict[int, int] = {}
+        own = {j: int(yi[self.columns[j]].sum()) for c in self.cuts for j in c}
         for m, c in zip(mui, self.cuts):
             for j in c:
-                own[j] = own.get(j, int(yi[self.columns[j]].sum())) - int(m)
-        for c in self.cuts:
-            for j in c:
-                own.setdefault(j, int(yi[self.columns[j]].sum()))
+                own[j] -= int(m)
         return yi, share, sorted(j for j, v in own.items() if v >= share)
 
     def _pricing_model(self, yi: NDArray[np.int64], share: int) -> Any:

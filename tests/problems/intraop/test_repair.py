@@ -132,7 +132,6 @@ def test_pair_moves_reach_a_pair_local_optimum(seed):
                 assert not (ok and c < after.cost), (u, v, a, b)
 
 
-
 def test_a_pair_move_is_priced_without_the_pairs_own_forbidden_entries():
     # u and v must agree (any other pair of choices is forbidden); u's choices cost 1408, 8, 12.
     # Adding the u-v table to u's local costs and taking it off again rounded 12 + 10^18 - 10^18
