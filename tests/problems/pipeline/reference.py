@@ -104,13 +104,30 @@ def quotient_acyclic(p: PipelineProblem, labels: tuple[int, ...]) -> bool:
     return all(dfs(b) for b in range(q) if b not in seen)
 
 
+#: per problem (by content): each block's best cost, and OPT by k. Tests check many bounds at
+#: several k on the same graphs; the block costs dominate the search and do not depend on k.
+_BLOCK_COSTS: dict[bytes, dict[frozenset[int], float]] = {}
+_OPTIMA: dict[tuple[bytes, int], float] = {}
+
+
+def _fingerprint(p: PipelineProblem) -> bytes:
+    parts = [repr((p.n, p.bandwidth, p.memory)).encode()]
+    parts += [a.tobytes() + repr(a.dtype).encode() for a in (p.work, p.size_param, p.size_out, p.edges)]
+    return b"|".join(parts)
+
+
 def brute_force(p: PipelineProblem, k: int) -> float:
     """OPT by exhaustive search over all acyclic partitions into at most k blocks,
     each block scheduled optimally (minimum over its topological orders)."""
+    fp = _fingerprint(p)
+    if (fp, k) in _OPTIMA:
+        return _OPTIMA[(fp, k)]
+    costs = _BLOCK_COSTS.setdefault(fp, {})
 
-    @lru_cache(maxsize=None)
     def best_block(S: frozenset[int]) -> float:
-        return min(block_cost(p, o) for o in topological_orders(p, set(S)))
+        if S not in costs:
+            costs[S] = min(block_cost(p, o) for o in topological_orders(p, set(S)))
+        return costs[S]
 
     best = float("inf")
     n = p.n
@@ -130,4 +147,5 @@ def brute_force(p: PipelineProblem, k: int) -> float:
         blocks = [frozenset(v for v in range(n) if labels[v] == b) for b in range(max(labels) + 1)]
         val = max(best_block(S) for S in blocks)
         best = min(best, val)
+    _OPTIMA[(fp, k)] = best
     return best
