@@ -8,7 +8,6 @@ order, and exhaustive search over all acyclic partitions.
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 from typing import Iterator
 
 from gapstop.problems.pipeline.model import PipelineProblem
@@ -106,14 +105,14 @@ def quotient_acyclic(p: PipelineProblem, labels: tuple[int, ...]) -> bool:
 
 #: per problem (by content): each block's best cost, and OPT by k. Tests check many bounds at
 #: several k on the same graphs; the block costs dominate the search and do not depend on k.
-_BLOCK_COSTS: dict[bytes, dict[frozenset[int], float]] = {}
-_OPTIMA: dict[tuple[bytes, int], float] = {}
+_BLOCK_COSTS: dict[tuple[object, ...], dict[frozenset[int], float]] = {}
+_OPTIMA: dict[tuple[tuple[object, ...], int], float] = {}
 
 
-def _fingerprint(p: PipelineProblem) -> bytes:
-    parts = [repr((p.n, p.bandwidth, p.memory)).encode()]
-    parts += [a.tobytes() + repr(a.dtype).encode() for a in (p.work, p.size_param, p.size_out, p.edges)]
-    return b"|".join(parts)
+def _fingerprint(p: PipelineProblem) -> tuple[object, ...]:
+    """Everything :func:`block_cost` reads, as a hashable key."""
+    arrays = (p.work, p.size_param, p.size_out, p.edges)
+    return (p.n, p.bandwidth, p.memory, *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
 
 
 def brute_force(p: PipelineProblem, k: int) -> float:
