@@ -139,6 +139,10 @@ class _Lin:
         return cp_model.LinearExpr.weighted_sum([v for v, _ in items], [a for _, a in items]) + self.const
 
 
+def _is_const(lit: Lit, value: int) -> bool:
+    return isinstance(lit, int) and lit == value
+
+
 def _ge(model: cp_model.CpModel, lhs: Any, rhs: Any) -> None:
     """``lhs >= rhs`` that tolerates constant sides (checked, not silently dropped)."""
     if isinstance(lhs, int) and isinstance(rhs, int):
@@ -164,6 +168,7 @@ def build_partition_model(
     nonempty: bool = False,
     no_triangle: bool = False,
     memory_hard: bool = False,
+    label_range: Sequence[tuple[int, int]] | None = None,
 ) -> PartitionModel:
     """Build the partition model.
 
@@ -180,6 +185,9 @@ def build_partition_model(
             variable starts at ``floor(s floor)``. Still valid: the image of an optimal
             partition may set bottleneck to that value, which is <= s OPT.
         nonempty, no_triangle, memory_hard: the MCM constraints (:func:`add_mcm_constraints`).
+        label_range: per node v, ``(lo, hi)``: v's block label (0-based) is confined to
+            ``lo..hi``; its ``y`` outside that range are built as constants, not as variables
+            (a neighbourhood model with every other node fixed stays small).
     The objective is ``bottleneck`` with ``counts[b] * bottleneck >= block_b`` for costed b.
     """
     assert set(empty) <= {1, nb}
@@ -189,9 +197,14 @@ def build_partition_model(
     n = problem.n
     y: list[list[Lit]] = []
     for v in range(n):
+        lo, hi = (0, nb - 1) if label_range is None else label_range[v]
         row: list[Lit] = [0]
         for b in range(1, nb):
-            if b == 1 and 1 in empty:
+            if b <= lo:   # v's label >= lo: v is not in blocks 1..b
+                row.append(0)
+            elif b >= hi + 1:
+                row.append(1)
+            elif b == 1 and 1 in empty:
                 row.append(0)
             elif b == nb - 1 and nb in empty:
                 row.append(1)
@@ -201,6 +214,8 @@ def build_partition_model(
         for b in range(1, nb + 1):
             if not isinstance(row[b - 1], int) and not isinstance(row[b], int):
                 model.add_implication(row[b - 1], row[b])
+            elif not (_is_const(row[b], 1) or _is_const(row[b - 1], 0)):
+                _ge(model, row[b], row[b - 1])   # not trivially met: constants (checked) or a forced literal
         y.append(row)
 
     if dag:
@@ -216,7 +231,11 @@ def build_partition_model(
     split = sc.memory is not None
 
     def cut(store: dict[tuple[int, int], Any], u: int, b: int, rhs: Any) -> None:
-        if isinstance(rhs, int) and rhs <= 0:
+        if isinstance(rhs, int):
+            if rhs > 0:   # a fixed crossing: a constant literal
+                store[(u, b)] = 1
+            return
+        if isinstance(store.get((u, b)), int):
             return
         if (u, b) not in store:
             store[(u, b)] = model.new_bool_var(f"{'cin' if store is cin else 'c'}{u}_{b}")
@@ -290,7 +309,7 @@ def build_partition_model(
                         step.add_x(y[u], b, sc.out_lo[u])
                         step.add_x(y[v], b, sc.out_lo[u])
                         step.const -= sc.out_lo[u]
-                    if step.terms:
+                    if step.terms or step.const > 0:   # constant rows (label_range) count too
                         _ge(model, pk, in_b + step.expr())
             else:
                 for v in range(n):
@@ -391,6 +410,8 @@ def add_hint(pm: PartitionModel, problem: PipelineProblem, labels: Sequence[int]
                 pm.model.add_hint(row[b], int(labels[v] <= b - 1))
     for store, leaves, enters in ((pm.c, True, not pm.cin), (pm.cin, False, True)):
         for (u, b), var in store.items():
+            if isinstance(var, int):
+                continue
             lu, here = labels[u], b - 1
             cons = [labels[int(w)] for w in problem.succ[problem.succ_ptr[u]:problem.succ_ptr[u + 1]]]
             val = (leaves and lu == here and any(lc > here for lc in cons)) or (

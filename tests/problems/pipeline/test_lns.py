@@ -240,3 +240,44 @@ def test_only_communication_heavy_runs_with_guesses_get_the_lns_fallback() -> No
     # the model does not pay there: no fallback, and the stalled LNS leaves the cores to the rest
     assert kinds(free, 8) == kinds(free, 16) == ([], True)
     assert kinds(random_dag(30, 3, memory=True, k_hint=4), 4) == ([], False)
+
+
+@pytest.mark.parametrize("i", range(16))
+def test_label_ranges_build_the_model_with_fixed_domains(i: int) -> None:
+    """A window's model built with ``label_range`` (only the free nodes' y inside the window
+    are variables) has the optimum of the full model with every other y fixed by its domain,
+    with and without a memory limit, for any set of free nodes (none, some, all)."""
+    from ortools.sat.python import cp_model
+
+    from gapstop.problems.pipeline import _mip
+
+    p = random_dag(6 + i % 4, 9100 + i, memory=i % 2 == 1, bandwidth=(1.0, 0.7, 3.0)[i % 3])
+    k = 3 + i % 2
+    labels = evaluate(p, poor_split(p, k, i).blocks, k=k).blocks
+    rng = np.random.default_rng(i)
+    a = int(rng.integers(0, k - 1))
+    w = 2
+    inside = (labels >= a) & (labels < a + w)
+    free = inside & (rng.random(p.n) < (0.0, 0.6, 1.0)[i % 3])
+    sc = _mip.scale(p)
+    costed = list(range(a + 1, a + w + 1))
+
+    def optimum(pm: _mip.PartitionModel) -> int:
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.max_time_in_seconds = 30.0
+        assert solver.solve(pm.model) == cp_model.OPTIMAL
+        return round(solver.objective_value)
+
+    ranges = [(a, a + w - 1) if free[v] else (int(labels[v]), int(labels[v])) for v in range(p.n)]
+    compact = _mip.build_partition_model(p, sc, k, costed=costed, label_range=ranges)
+    full = _mip.build_partition_model(p, sc, k, costed=costed)
+    for v, row in enumerate(full.y):
+        for b in range(1, k):
+            if isinstance(row[b], int) or (free[v] and a < b < a + w):
+                continue
+            val = int(b >= a + w) if free[v] else int(labels[v] <= b - 1)
+            full.model.add(row[b] == val)
+    n_vars = sum(not isinstance(x, int) for row in compact.y for x in row)
+    assert n_vars == int(free.sum()) * (w - 1)
+    assert optimum(compact) == optimum(full)
