@@ -44,6 +44,9 @@ def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population:
 #: (:func:`problems.pipeline.lns.windows_pay`)
 LNS_SHARE = 0.6
 LNS_SHARE_LARGE = 0.2
+#: the island's time share of simulated annealing (:mod:`problems.pipeline.anneal`) on graphs
+#: without a memory limit; the LNS shares the rest
+ANNEAL_SHARE = 0.5
 
 
 class PipelineSearch:
@@ -65,14 +68,27 @@ class PipelineSearch:
             None: :data:`LNS_SHARE` where windows pay (:func:`problems.pipeline.lns.windows_pay`),
             else :data:`LNS_SHARE_LARGE`, and 0 with a memory limit. The LNS idles once every window has been tried from
             its partition.
+        anneal_share: fraction of the island's time (from its second step on) given to
+            simulated annealing over stage labels (:class:`problems.pipeline.anneal.Annealer`)
+            from the best partition known to the island; None: :data:`ANNEAL_SHARE` without a
+            memory limit, else 0 (it needs schedule-free stage costs). The LNS's share is then
+            of the time the annealing leaves.
     """
 
     def __init__(self, problem: PipelineProblem, k: int, rng: np.random.Generator, *,
                  population: int = 100, random_share: float = 0.1,
                  seeds: NDArray[np.float64] | None = None, polish_improvements: bool = True,
-                 memetic_every: int = 5, lns_share: float | None = None) -> None:
+                 memetic_every: int = 5, lns_share: float | None = None,
+                 anneal_share: float | None = None) -> None:
         self.decoder = SliceDecoder(problem, k)
         self.lns_share = lns_share
+        if anneal_share is None:
+            anneal_share = ANNEAL_SHARE if problem.memory is None else 0.0
+        if anneal_share > 0 and problem.memory is not None:
+            raise ValueError("anneal_share: annealing needs a problem without a memory limit")
+        self.anneal_share = anneal_share
+        self._annealer: Any = None
+        self._anneal_s = 0.0
         self._lns: Any = None  # built at first use: it loads OR-Tools
         self._lns_rng = rng.spawn(1)[0]
         self._lns_s = 0.0  # seconds spent in the LNS, and in steps overall
@@ -80,6 +96,7 @@ class PipelineSearch:
         self._steps = 0
         self.memetic_every = memetic_every
         self._memetic_rng = rng.spawn(1)[0]  # leaves the island stream as it was
+        self._anneal_rng = rng.spawn(1)[0]    # spawned last: the streams above stay as they were
         self._memetic_seen: set[bytes] = set()
         self._next_memetic = memetic_every
         self.polish_improvements = polish_improvements
@@ -144,15 +161,14 @@ class PipelineSearch:
             from gapstop.problems.pipeline.lns import lns_share
 
             self.lns_share = lns_share(self.decoder.problem, self.decoder.k, LNS_SHARE, LNS_SHARE_LARGE)
-        if (self.lns_share is not None and self.lns_share > 0 and self._steps > 1
-                and self._lns_s < self.lns_share * self._step_s):
-            if self._lns_step(t_end, should_stop) and on_improvement is not None:
-                value, split = self.best()
-                if split is not None and value < best_before:
-                    from gapstop.problems.pipeline.memetic import TaggedSplit
-
-                    best_before = value
-                    on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, "lns"))
+        if self.anneal_share > 0 and self._steps > 1 and self._anneal_s < self.anneal_share * self._step_s:
+            if self._anneal_step(t_end, should_stop):
+                best_before = self._report(on_improvement, best_before, "anneal")
+            self._anneal_s += time.monotonic() - t0
+        elif (self.lns_share is not None and self.lns_share > 0 and self._steps > 1
+                and self._lns_s < self.lns_share * (self._step_s - self._anneal_s)):
+            if self._lns_step(t_end, should_stop):
+                best_before = self._report(on_improvement, best_before, "lns")
             self._lns_s += time.monotonic() - t0
         while not should_stop():
             use_random = self.evals > 0 and self._rand_evals < self.random_share * self.evals
@@ -188,11 +204,50 @@ class PipelineSearch:
         self._step_s += time.monotonic() - t0
         return n
 
+    def _report(self, on_improvement: Callable[[float, Split], None] | None, best_before: float,
+                via: str) -> float:
+        """Report the island's best to ``on_improvement`` as found by ``via`` if it is below
+        ``best_before``; returns the new reference value."""
+        value, split = self.best()
+        if on_improvement is None or split is None or not value < best_before:
+            return best_before
+        from gapstop.problems.pipeline.memetic import TaggedSplit
+
+        on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, via))
+        return value
+
+    def _anneal_step(self, t_end: float, should_stop: Callable[[], bool]) -> bool:
+        """Annealing until ``t_end`` from the best partition known (the annealer's own unless the
+        island holds a better one); its gains go into the population. True if the island's best
+        went down."""
+        from gapstop.problems.pipeline.anneal import Annealer
+
+        best_cost = min(self.ga.best_cost, self.rand.best_cost)
+        if self._annealer is None:
+            self._annealer = Annealer(self.decoder.problem, self.decoder.k, self._anneal_rng)
+        ann = self._annealer
+        if ann.best is None or best_cost < ann.best.objective:
+            _, split = self.best()
+            if split is None:
+                return False
+            ann.reset(split.blocks)
+        if not ann.run(max(0.0, t_end - time.monotonic()), should_stop):
+            return False
+        return self._inject_order(ann.best.order, best_cost)
+
+    def _inject_order(self, order: NDArray[np.int32], best_cost: float) -> bool:
+        """Put the chromosome whose Kahn order is ``order`` into the population; True if the
+        island's best is now below ``best_cost``."""
+        from gapstop.problems.pipeline.memetic import order_keys
+
+        keys = order_keys(order)
+        self.ga.inject(keys[None, :], np.array([float(self.decoder.values(keys[None, :])[0])]))
+        return min(self.ga.best_cost, self.rand.best_cost) < best_cost
+
     def _lns_step(self, t_end: float, should_stop: Callable[[], bool]) -> bool:
         """CP-SAT LNS until ``t_end`` (at least one sub-solve) from the best partition known;
         its gains go into the population. Returns True if the island's best went down."""
         from gapstop.problems.pipeline.lns import StageLNS
-        from gapstop.problems.pipeline.memetic import order_keys
 
         best_cost = min(self.ga.best_cost, self.rand.best_cost)
         if self._lns is None:
@@ -208,9 +263,7 @@ class PipelineSearch:
         moves = lns.run(max(0.0, t_end - time.monotonic()), should_stop)
         if not any(m.improved is not None for m in moves):
             return False
-        keys = order_keys(lns.current.order)
-        self.ga.inject(keys[None, :], np.array([float(self.decoder.values(keys[None, :])[0])]))
-        return min(self.ga.best_cost, self.rand.best_cost) < best_cost
+        return self._inject_order(lns.current.order, best_cost)
 
     def migrants(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The island's ``n`` best chromosomes and costs, to send to other islands."""

@@ -63,7 +63,7 @@ def test_island_reports_tagged_exact_improvements() -> None:
     values = [v for v, _ in found]
     assert values == sorted(values, reverse=True) and len(set(values)) == len(values)
     for v, s in found:
-        assert isinstance(s, TaggedSplit) and s.via in ("", "polish", "moves")
+        assert isinstance(s, TaggedSplit) and s.via in ("", "polish", "moves", "anneal")
         assert source_name("search-0", s) == ("search-0/" + s.via if s.via else "search-0")
         assert evaluate(p, s.blocks, s.order, k=k).objective == v
         assert ev(split_to_solution(s))[0] <= v
