@@ -268,6 +268,7 @@ class Annealer:
         self._moves_per_restart = max(1000, MOVES_PER_NODE * problem.n)
         self._done = 0            # moves made of the current restart
         self._restarts = 0
+        self._since_gain = 0      # whole restarts since :attr:`best` last went down (or a reset)
         self._rate = 2e6          # moves per second, measured as it runs
         self._scale = 0.0         # the current restart's temperature unit
         p = problem
@@ -278,6 +279,7 @@ class Annealer:
         graph, at most k of them, as :func:`problems.pipeline.evaluate.evaluate` returns them)."""
         ev = evaluate(self.problem, blocks, k=self.k)
         self.best = ev
+        self._since_gain = 0
         self._restart()
 
     def _restart(self) -> None:
@@ -311,15 +313,23 @@ class Annealer:
                 ev = evaluate(self.problem, labels, k=self.k)
                 if ev.objective < self.best.objective:
                     self.best = ev
+                    self._since_gain = 0
             self._done += chunk
             if self._done >= self._moves_per_restart:  # the next restart starts from the best
                 self._restarts += 1
+                self._since_gain += 1
                 self._restart()
             if time.monotonic() >= t_end or should_stop():
                 break
         return self.best.objective < before
 
+    @property
+    def restarts_without_gain(self) -> int:
+        """Whole restarts since :attr:`best` last went down or was reset."""
+        return self._since_gain
+
     def state(self) -> dict[str, Any]:
         """Counters for logs and tests."""
-        return {"restarts": self._restarts, "moves_per_restart": self._moves_per_restart}
+        return {"restarts": self._restarts, "moves_per_restart": self._moves_per_restart,
+                "restarts_without_gain": self._since_gain}
 

@@ -45,8 +45,12 @@ def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population:
 LNS_SHARE = 0.6
 LNS_SHARE_LARGE = 0.2
 #: the island's time share of simulated annealing (:mod:`problems.pipeline.anneal`) on graphs
-#: without a memory limit; the LNS shares the rest
+#: without a memory limit; the LNS shares the rest. Once the annealer has gone
+#: ANNEAL_STALL_RESTARTS restarts without a gain its share is ANNEAL_SHARE_STALLED, until the
+#: island's best goes down (from any piece) and it starts again from there.
 ANNEAL_SHARE = 0.5
+ANNEAL_SHARE_STALLED = 0.15
+ANNEAL_STALL_RESTARTS = 6
 
 
 class PipelineSearch:
@@ -161,7 +165,7 @@ class PipelineSearch:
             from gapstop.problems.pipeline.lns import lns_share
 
             self.lns_share = lns_share(self.decoder.problem, self.decoder.k, LNS_SHARE, LNS_SHARE_LARGE)
-        if self.anneal_share > 0 and self._steps > 1 and self._anneal_s < self.anneal_share * self._step_s:
+        if self._steps > 1 and self._anneal_s < self._anneal_share_now() * self._step_s:
             if self._anneal_step(t_end, should_stop):
                 best_before = self._report(on_improvement, best_before, "anneal")
             self._anneal_s += time.monotonic() - t0
@@ -215,6 +219,16 @@ class PipelineSearch:
 
         on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, via))
         return value
+
+    def _anneal_share_now(self) -> float:
+        """The annealing's share of the island's time: :attr:`anneal_share`, lowered to
+        :data:`ANNEAL_SHARE_STALLED` while the annealer is stalled on the island's best."""
+        ann = self._annealer
+        if (ann is not None and ann.best is not None
+                and ann.restarts_without_gain >= ANNEAL_STALL_RESTARTS
+                and not min(self.ga.best_cost, self.rand.best_cost) < ann.best.objective):
+            return min(self.anneal_share, ANNEAL_SHARE_STALLED)
+        return self.anneal_share
 
     def _anneal_step(self, t_end: float, should_stop: Callable[[], bool]) -> bool:
         """Annealing until ``t_end`` from the best partition known (the annealer's own unless the

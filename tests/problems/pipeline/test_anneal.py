@@ -3,6 +3,8 @@ on small graphs it reaches the brute-force optimum."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,21 @@ def test_islands_anneal_only_without_a_memory_limit() -> None:
     assert PipelineSearch(limited, 3, np.random.default_rng(0)).anneal_share == 0.0
     with pytest.raises(ValueError, match="memory"):
         PipelineSearch(limited, 3, np.random.default_rng(0), anneal_share=0.5)
+
+
+def test_a_stalled_annealer_gives_time_back_until_the_island_improves() -> None:
+    from gapstop.problems.pipeline import search as search_mod
+    from tests.problems.pipeline.test_memetic import _stuck_island
+    from tests.problems.pipeline.test_moves import _lemma_b2
+
+    p, bad = _lemma_b2()
+    island = _stuck_island(p, bad)
+    island.anneal_share, island.lns_share = 0.5, 0.0
+    island.step(0.02)                                   # the annealer finds the optimum, 10
+    ann = island._annealer
+    assert ann.best.objective == 10.0 and island._anneal_share_now() == 0.5
+    while ann.restarts_without_gain < search_mod.ANNEAL_STALL_RESTARTS:
+        ann.run(0.0)                                     # nothing below the optimum: no gain
+    assert island._anneal_share_now() == search_mod.ANNEAL_SHARE_STALLED
+    ann.best = dataclasses.replace(ann.best, objective=11.0)   # as if the island now held a better one
+    assert island._anneal_share_now() == 0.5
