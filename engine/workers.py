@@ -10,7 +10,8 @@ solutions through ``on_improvement(value, found)``; a ``found`` with a non-empty
 attribute (the piece of the search that found it) is logged as ``WORKER/VIA``
 (:func:`source_name`). A search with ``migrants``/``accept_migrants`` exchanges elites with
 the other islands, one with ``accept_incumbent(cost, solution)`` is handed the run's
-incumbent. A *bound job* is run by the problem's adapter (``run_bound_job``) and reports
+incumbent, and one with ``prepare()`` is asked once, after its first epoch, to get ready for the
+rest (the time a head start holds it is then not lost to, say, compiling kernels). A *bound job* is run by the problem's adapter (``run_bound_job``) and reports
 through a :class:`JobContext`.
 """
 
@@ -62,6 +63,8 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
         if found:  # only the last (best) improvement of an epoch matters
             session.report_solution(to_solution(found[-1]), source_name(name, found[-1]))
         session.report_evals(name, n)
+        if epoch == 1 and hasattr(search, "prepare"):
+            search.prepare()  # e.g. compile what later epochs run: while held, it costs the run nothing
         if migrate_every and epoch % migrate_every == 0:
             if hasattr(search, "migrants"):
                 keys, costs = search.migrants(migrate_n)

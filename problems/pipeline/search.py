@@ -220,6 +220,16 @@ class PipelineSearch:
         on_improvement(value, TaggedSplit(split.value, split.blocks, split.order, split.exact, via))
         return value
 
+    def prepare(self) -> None:
+        """Compile the annealing's kernels (seconds on a fresh install) before the island's
+        second step needs them; the worker calls this after the first epoch, while a head start
+        holds the island."""
+        if self.anneal_share > 0 and self._annealer is None:
+            from gapstop.problems.pipeline.anneal import Annealer
+
+            self._annealer = Annealer(self.decoder.problem, self.decoder.k, self._anneal_rng)
+            self._annealer.compile()
+
     def _anneal_share_now(self) -> float:
         """The annealing's share of the island's time: :attr:`anneal_share`, lowered to
         :data:`ANNEAL_SHARE_STALLED` while the annealer is stalled on the island's best."""

@@ -1,4 +1,4 @@
-"""Live bound reporting of bound jobs (engine/workers.live_bound)."""
+"""The island loop's prepare hook and live bound reporting of bound jobs (engine/workers)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,30 @@ def test_live_bound_compares_integers_exactly_above_float_precision() -> None:
     for v in (lo, lo, 2**60 + 200, 2**60 + 200):
         report(v)
     assert [b.value for b in ctx.sent] == [lo, 2**60 + 200]
+
+
+def test_run_island_asks_a_search_to_prepare_once_after_its_first_epoch() -> None:
+    from gapstop.engine.workers import run_island
+
+    calls: list[str] = []
+
+    class Search:
+        def step(self, budget_s, on_improvement, should_stop):  # noqa: ANN001, ANN201
+            calls.append("step")
+            return 1
+
+        def prepare(self) -> None:
+            calls.append("prepare")
+
+    class Session:
+        polls = 0
+
+        def report_evals(self, name, n):  # noqa: ANN001, ANN201
+            pass
+
+        def poll(self):  # noqa: ANN201
+            self.polls += 1
+            return {"stop": "done" if self.polls >= 3 else None, "hold": False, "time_left": 1.0}
+
+    assert run_island(Search(), Session(), "search-0", lambda s: s, migrate_every=0) == 3
+    assert calls == ["step", "prepare", "step", "step"]
