@@ -150,31 +150,6 @@ def _norm(c, p, ref):
 
 
 @njit(cache=True, nogil=True)
-def stage_costs(y, k, work, size_out, succ_ptr, succ, bandwidth):
-    """Stage costs of labels ``y`` without a memory limit: float64[k] (empty stages 0)."""
-    n = y.shape[0]
-    W = np.zeros(k)
-    IO = np.zeros(k, np.int64)
-    seen = np.full(k, -1, np.int64)
-    for u in range(n):
-        W[y[u]] += work[u]
-        crosses = False
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            r = y[succ[e]]
-            if r != y[u]:
-                crosses = True
-                if seen[r] != u:
-                    seen[r] = u
-                    IO[r] += size_out[u]
-        if crosses:
-            IO[y[u]] += size_out[u]
-    c = np.empty(k)
-    for s in range(k):
-        c[s] = W[s] + IO[s] / bandwidth
-    return c
-
-
-@njit(cache=True, nogil=True)
 def anneal(y, k, work, size_out, succ_ptr, succ, pred_ptr, pred, bandwidth, moves, temp_from, temp_to,
            p, seed):
     """Run ``moves`` annealing moves from labels ``y`` (modified in place: the final state).

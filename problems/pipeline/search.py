@@ -244,11 +244,8 @@ class PipelineSearch:
         """Annealing until ``t_end`` from the best partition known (the annealer's own unless the
         island holds a better one); its gains go into the population. True if the island's best
         went down."""
-        from gapstop.problems.pipeline.anneal import Annealer
-
         best_cost = min(self.ga.best_cost, self.rand.best_cost)
-        if self._annealer is None:
-            self._annealer = Annealer(self.decoder.problem, self.decoder.k, self._anneal_rng)
+        self.prepare()  # builds the annealer on first use
         ann = self._annealer
         if ann.best is None or best_cost < ann.best.objective:
             _, split = self.best()

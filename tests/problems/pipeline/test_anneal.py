@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gapstop.problems.pipeline.anneal import Annealer, anneal, stage_costs
+from gapstop.problems.pipeline.anneal import Annealer, _state, anneal
 from gapstop.problems.pipeline.decoder import SliceDecoder
 from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import random_dag, regal_like
@@ -46,7 +46,7 @@ CASES = [(n, seed, k) for n in (7, 12, 30) for seed in range(6) for k in (2, 3, 
 def test_incremental_costs_and_best_agree_with_the_evaluator(n: int, seed: int, k: int) -> None:
     p = random_dag(n, seed, memory=False, k_hint=k)
     y = _start(p, k, seed)
-    np.testing.assert_allclose(stage_costs(y, *_args(p, k)[:5], p.bandwidth), _evaluator_costs(p, y, k),
+    np.testing.assert_allclose(_state(y, *_args(p, k)[:5], p.bandwidth)[4], _evaluator_costs(p, y, k),
                                rtol=1e-12, atol=1e-9)
     start = float(_evaluator_costs(p, y, k).max())
     # a hot walk visits many states; the final state's kept costs must still be exact
