@@ -444,8 +444,8 @@ def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed:
 @click.argument("graph", type=click.Path(dir_okay=False))
 @click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
 @click.option("--method", required=True,
-              type=click.Choice(["simple", "spectral", "heaviest-block", "block-cover", "bottleneck", "bottleneck-no-dag",
-                                 "bottleneck-no-io", "guess-the-bottleneck", "exact"]))
+              type=click.Choice(["simple", "spectral", "heaviest-block", "end-blocks", "block-cover", "bottleneck",
+                                 "bottleneck-no-dag", "bottleneck-no-io", "guess-the-bottleneck", "exact"]))
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the bound record as JSON.")
 @_user_errors

@@ -41,6 +41,14 @@ SPECTRAL_MAX_S = 30.0
 #: the heaviest-block bound, run after the spectral one where communication matters, stops by
 #: itself after its weightings (3-30 s on the REGAL-style graphs); this caps it
 HEAVIEST_MAX_S = 40.0
+#: the end-blocks bound stops by itself after its weightings too; at k = 4 on 80-200-node graphs it
+#: was still rising after 40 s in runs, where the block-cover bound after it refuted nothing
+END_BLOCKS_MAX_S = 120.0
+#: from k = 3 to this k the end-blocks bound takes the heaviest-block bound's place: at the same
+#: weighting and cap it asks a middle block for at least the share heaviest-block asks any block
+#: for, and more where the end blocks cannot hold theirs. Alone for 30-45 s from the spectral
+#: bound it was 2-4 % above heaviest-block at k = 4 and 0.1-1.2 % at k = 8 (BENCHMARKS.md)
+END_BLOCKS_MAX_K = 8
 
 
 class PipelineEvaluator:
@@ -508,7 +516,7 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
     """Start the spectral bound in a thread next to the exact MIP, not before it: it takes
     seconds and is strong where the MIP's bound is weak (communication-heavy graphs), but
     must not delay a MIP that proves optimality within seconds. Where communication
-    matters, the heaviest-block bound follows it in the same thread. ``delay_s``: wait this
+    matters, the heaviest-block bound (the end-blocks bound at small k) follows it in the same thread. ``delay_s``: wait this
     long first (the MIP's head start), unless the run stops. Once ``proven`` is set the
     thread ends at once (the job then ends without waiting for the driver's stop)."""
     from gapstop.problems.pipeline import bounds
@@ -542,9 +550,14 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
         # communication matters (the spectral bound is well above the closed forms): the
         # heaviest-block bound beat it by 2-8 % at k = 8 and 16 on the REGAL-style graphs, in
         # seconds of one CP-SAT worker (BENCHMARKS.md)
-        hb = bounds.heaviest_block_bound(problem, k, min(left, HEAVIEST_MAX_S), num_workers=1,
+        if 3 <= k <= END_BLOCKS_MAX_K:
+            hb = bounds.end_blocks_bound(problem, k, min(left, END_BLOCKS_MAX_S), num_workers=1,
                                          should_stop=should_stop, floor=sp.value,
-                                         on_improve=live_bound(ctx, "heaviest-block", bounds.SOLVER, 1e-4))
+                                         on_improve=live_bound(ctx, "end-blocks", bounds.SOLVER, 1e-4))
+        else:
+            hb = bounds.heaviest_block_bound(problem, k, min(left, HEAVIEST_MAX_S), num_workers=1,
+                                             should_stop=should_stop, floor=sp.value,
+                                             on_improve=live_bound(ctx, "heaviest-block", bounds.SOLVER, 1e-4))
         ctx.bound(hb)
         left = budget - (time.monotonic() - t_start) - delay_s
         if should_stop() or left <= 1.0:

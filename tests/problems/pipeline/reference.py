@@ -20,6 +20,20 @@ def succs(p: PipelineProblem) -> list[set[int]]:
     return s
 
 
+def scaled_cost(p: PipelineProblem, S: set[int]) -> int:
+    """Cost of the node set S in the CP-SAT models' integer units, naively: the floor-scaled work
+    of its nodes plus the floor-scaled bytes / B of every tensor crossing its boundary (once)."""
+    from gapstop.problems.pipeline import _mip
+
+    sc = _mip.scale(p)
+    succ = succs(p)
+    c = sum(sc.work_lo[v] for v in S)
+    for u in range(p.n):
+        if (u in S and succ[u] - S) or (u not in S and succ[u] & S):
+            c += sc.out_lo[u]
+    return c
+
+
 def block_cost(p: PipelineProblem, sched: list[int]) -> float:
     """f(S) for S = set(sched) run in the order ``sched`` (see _kernels docstring)."""
     S = set(sched)

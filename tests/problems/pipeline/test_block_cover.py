@@ -36,18 +36,6 @@ def _optima() -> tuple[float, ...]:
     return tuple(reference.brute_force(p, k) for p, k in _cases())
 
 
-def _units(p: PipelineProblem, S: set[int]) -> int:
-    """Scaled cost of S, naively: floor-scaled work of its nodes plus floor-scaled bytes / B of
-    every tensor that crosses its boundary (once)."""
-    sc = _mip.scale(p)
-    succ = reference.succs(p)
-    c = sum(sc.work_lo[v] for v in S)
-    for u in range(p.n):
-        if (u in S and succ[u] - S) or (u not in S and succ[u] & S):
-            c += sc.out_lo[u]
-    return c
-
-
 def _convex(p: PipelineProblem, S: set[int], desc: list[set[int]]) -> bool:
     return not any(w not in S and any(w in desc[u] for u in S) and any(v in desc[w] for v in S)
                    for w in range(p.n))
@@ -61,13 +49,13 @@ def test_costs_closure_and_greedy_sets_against_naive_code() -> None:
         cover = Cover(p, 3)
         assert [set(np.flatnonzero(row).tolist()) for row in cover._reach] == desc
         sets = rng.random((20, p.n)) < 0.5
-        assert block_costs(p, sets).tolist() == [_units(p, set(np.flatnonzero(s).tolist())) for s in sets]
+        assert block_costs(p, sets).tolist() == [reference.scaled_cost(p, set(np.flatnonzero(s).tolist())) for s in sets]
         for cap_share in (0.2, 0.5, 1.0):
             cap = int(cap_share * block_costs(p, np.ones((1, p.n), dtype=bool))[0]) + 1
             grown = cover.grown(rng.random(p.n), cap)
             for g in grown:
                 S = set(np.flatnonzero(g).tolist())
-                assert _convex(p, S, desc) and _units(p, S) <= cap, (i, S, cap)
+                assert _convex(p, S, desc) and reference.scaled_cost(p, S) <= cap, (i, S, cap)
 
 
 def test_best_intervals_against_every_interval() -> None:
@@ -89,7 +77,7 @@ def test_best_intervals_against_every_interval() -> None:
                 best, end = 0.0, i
                 for j in range(i + 1, p.n + 1):
                     S = set(orders[o, i:j].tolist())
-                    if _units(p, S) <= cap and sum(y[v] for v in S) > best:
+                    if reference.scaled_cost(p, S) <= cap and sum(y[v] for v in S) > best:
                         best, end = sum(y[v] for v in S), j
                 assert ends[o, i] == end and vals[o, i] == pytest.approx(best, abs=1e-12), (t, o, i)
 

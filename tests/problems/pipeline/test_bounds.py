@@ -157,13 +157,16 @@ def _check_graph(i: int, k: int, stats: dict[str, int]) -> None:
     # checked against enumeration in test_heaviest_block)
     # spectral: its first 50 ascent steps (every step's value is a bound; test_spectral checks
     # the whole ascent against brute force, and the full 2,000 steps took two thirds of this test)
-    few = {"heaviest-block": {"mus": (0.0, 0.3, 1.0)}, "spectral": {"max_iters": 50}}
+    # end-blocks: two weightings (test_end_blocks checks its models against enumeration)
+    few = {"heaviest-block": {"mus": (0.0, 0.3, 1.0)}, "end-blocks": {"mus": (0.0, 0.3)},
+           "spectral": {"max_iters": 50}}
     # block-cover: its own 300 brute-force cases (test_block_cover) at a tenth of a second each
     res = {m: bounds.lower_bound(p, k, m, TIME_LIMIT_S, **few.get(m, {})) for m in bounds.METHODS
            if m != "block-cover"}
     for m, b in res.items():
         assert b.value <= opt + _tol(opt), (i, k, m, b.value, opt)
         assert b.status in (("bound-only",) if m in ("spectral", "heaviest-block")
+                            else ("bound-only", "timeout") if m == "end-blocks"
                             else ("closed-form", "optimal")), (i, k, m, b.status)
     # the hierarchy: each model relaxes the next one (up to a unit of integer rounding)
     rel = 1e-6 * max(1.0, opt)

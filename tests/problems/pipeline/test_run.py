@@ -75,7 +75,7 @@ def test_head_start_extension_follows_the_spectral_bound() -> None:
 
 
 @pytest.mark.mip
-def test_exact_job_adds_the_heaviest_block_bound_where_communication_matters() -> None:
+def test_exact_job_adds_the_end_blocks_bound_where_communication_matters() -> None:
     from gapstop.problems.pipeline.evaluate import evaluate
     from gapstop.problems.pipeline.generators import regal_like
 
@@ -85,14 +85,15 @@ def test_exact_job_adds_the_heaviest_block_bound_where_communication_matters() -
         def should_stop(self) -> bool:
             return self.time_left() <= 0.0
 
-    p = regal_like(7, n=80)   # heaviest-block 1.03 x spectral at k = 4 (test_heaviest_block)
+    p = regal_like(7, n=80)   # heaviest-block alone 1.03 x spectral at k = 4 (test_heaviest_block)
     ctx = _Stopping(15.0)
     run_bound_job(p, 4, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     best = {m: max((b.value for b in ctx.bounds if b.method == m), default=-1.0)
-            for m in ("spectral", "heaviest-block")}
-    assert best["heaviest-block"] > 1.01 * best["spectral"] > 0, best
+            for m in ("spectral", "end-blocks", "heaviest-block")}
+    assert best["end-blocks"] > 1.01 * best["spectral"] > 0, best
+    assert best["heaviest-block"] == -1.0, best   # at k = 4 the end-blocks bound takes its place
     found = min(evaluate(p, sol["blocks"], sol.get("order"), k=4).objective for sol in ctx.solutions)
-    assert best["heaviest-block"] <= found
+    assert best["end-blocks"] <= found
 
 
 @pytest.mark.mip
