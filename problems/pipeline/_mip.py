@@ -436,6 +436,49 @@ def to_value(pm: PartitionModel, bound: float, n: int) -> float:
     return nudge_down(float(Fraction(units) / pm.scaled.s), n)
 
 
+def run(model: cp_model.CpModel, *, time_limit_s: float, num_workers: int, random_seed: int,
+        callback: cp_model.CpSolverSolutionCallback | None = None,
+        best_bound_callback: Callable[[float], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        cp_params: dict[str, Any] | None = None,
+        work_limit: float | None = None) -> tuple[int, cp_model.CpSolver, float]:
+    """Solve any CP-SAT model with the parameters every model here uses; returns (CP-SAT's
+    status code, solver, wall seconds). The arguments are :func:`solve`'s."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
+    solver.parameters.num_workers = int(num_workers)
+    solver.parameters.random_seed = int(random_seed)
+    if work_limit is not None:
+        solver.parameters.max_deterministic_time = max(0.01, float(work_limit))
+    # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
+    # in a thread (std::bad_function_call), losing the run's best result
+    solver.parameters.catch_sigint_signal = False
+    # The LP of this formulation is weak (fractional y zero out the cut costs); the
+    # extra cuts of level 2 visibly raise the proven bound of the exact model.
+    solver.parameters.linearization_level = 2
+    for name, val in (cp_params or {}).items():
+        setattr(solver.parameters, name, val)
+    if best_bound_callback is not None:
+        solver.best_bound_callback = best_bound_callback
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.1):
+            if should_stop is not None and should_stop():
+                solver.stop_search()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True) if should_stop is not None else None
+    t0 = time.perf_counter()
+    if watcher is not None:
+        watcher.start()
+    try:
+        st = solver.solve(model, callback)
+    finally:
+        done.set()
+    return st, solver, time.perf_counter() - t0
+
+
 def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, random_seed: int,
           callback: cp_model.CpSolverSolutionCallback | None = None,
           on_bound: Callable[[float], None] | None = None,
@@ -452,39 +495,10 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     the search stops and the bound proven so far is returned (still valid).
     ``cp_params`` overrides CP-SAT parameters by name (e.g. ``{"cp_model_presolve": False}``).
     """
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, float(time_limit_s))
-    solver.parameters.num_workers = int(num_workers)
-    solver.parameters.random_seed = int(random_seed)
-    if work_limit is not None:
-        solver.parameters.max_deterministic_time = max(0.01, float(work_limit))
-    # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
-    # in a thread (std::bad_function_call), losing the run's best result
-    solver.parameters.catch_sigint_signal = False
-    # The LP of this formulation is weak (fractional y zero out the cut costs); the
-    # extra cuts of level 2 visibly raise the proven bound of the exact model.
-    solver.parameters.linearization_level = 2
-    for name, val in (cp_params or {}).items():
-        setattr(solver.parameters, name, val)
-    if on_bound is not None:
-        solver.best_bound_callback = lambda b: on_bound(to_value(pm, max(b, pm.objective_low), n))
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.1):
-            if should_stop is not None and should_stop():
-                solver.stop_search()
-                return
-
-    watcher = threading.Thread(target=watch, daemon=True) if should_stop is not None else None
-    t0 = time.perf_counter()
-    if watcher is not None:
-        watcher.start()
-    try:
-        st = solver.solve(pm.model, callback)
-    finally:
-        done.set()
-    wall = time.perf_counter() - t0
+    report = None if on_bound is None else (lambda b: on_bound(to_value(pm, max(b, pm.objective_low), n)))
+    st, solver, wall = run(pm.model, time_limit_s=time_limit_s, num_workers=num_workers, random_seed=random_seed,
+                           callback=callback, best_bound_callback=report, should_stop=should_stop,
+                           cp_params=cp_params, work_limit=work_limit)
     status = STATUS.get(st, f"error: status {st}")
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
         # A solve stopped in presolve reports 0; the objective's domain bound holds anyway.

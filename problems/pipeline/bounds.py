@@ -18,8 +18,8 @@ Methods, from cheap to strong:
   strong at k = 8-16 on communication-heavy graphs;
 * ``end-blocks``: a partition's first block is a down-set and its last an up-set, each paying
   its boundary on one side only; whatever share of a weighting they cannot hold, some middle
-  block must (:mod:`problems.pipeline.end_blocks`); k >= 3, the heaviest-block test with a larger
-  share, up to 4 % above it on REGAL-style graphs at k = 4;
+  block must (:mod:`problems.pipeline.end_blocks`); the heaviest-block test with a larger share
+  (at k = 2 the two end blocks alone), up to 4 % above it on REGAL-style graphs at k = 4;
 * ``block-cover``: the blocks partition the nodes and there are at most k of them: a
   partitioning LP over convex blocks within a cap, by column generation, its duals certified by CP-SAT
   (:mod:`problems.pipeline.block_cover`); it dominates ``heaviest-block`` and was up to 6.8 %
@@ -80,8 +80,8 @@ __all__ = [
 ]
 
 BOTTLENECK_VARIANTS = ("bottleneck", "bottleneck-no-dag", "bottleneck-no-io")
-METHODS = ("simple", "spectral", "heaviest-block", "end-blocks", "block-cover", *BOTTLENECK_VARIANTS, "guess-the-bottleneck",
-           "exact")
+METHODS = ("simple", "spectral", "heaviest-block", "end-blocks", "block-cover", *BOTTLENECK_VARIANTS,
+           "guess-the-bottleneck", "exact")
 GUESS = "guess-the-bottleneck"
 SOLVER = "cp-sat"
 

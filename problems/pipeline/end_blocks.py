@@ -49,9 +49,8 @@ from gapstop.problems.pipeline.model import PipelineProblem
 
 cp_model = _mip.cp_model
 
-#: Weightings ``pi = work + mu * touched / B`` tried in turn; the heaviest-block bound's best mu
-#: is tried first. On regal_003 at k = 4, mu = 0.1 refuted a cap 2 % above the heaviest-block
-#: bound where mu = 0 refuted none in 120 s.
+#: Weightings ``pi = work + mu * touched / B`` tried in turn. On regal_003 at k = 4, mu = 0.1
+#: refuted a cap 2 % above the heaviest-block bound where mu = 0 refuted none in 120 s.
 MUS: tuple[float, ...] = (0.1, 0.0, 0.2, 0.3, 0.5)
 #: First cap this far above the best bound known (relative); doubles after a refutation (up to
 #: MAX_STEP) and halves after a cap that was not refuted.
@@ -108,20 +107,10 @@ def end_model(problem: PipelineProblem, pi: NDArray[np.int64], cap: int, kind: s
     return model, x
 
 
-def _solver(det: float, wall: float, num_workers: int, random_seed: int) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, wall)
-    solver.parameters.max_deterministic_time = max(0.01, det)
-    solver.parameters.num_workers = int(num_workers)
-    solver.parameters.random_seed = int(random_seed)
-    solver.parameters.catch_sigint_signal = False
-    solver.parameters.linearization_level = 2
-    return solver
-
-
 def end_weight(problem: PipelineProblem, pi: NDArray[np.int64], cap: int, kind: str, *, det: float = END_DET,
                wall: float = 60.0, num_workers: int = 1, random_seed: int = 0,
-               hint: Sequence[int] | None = None) -> tuple[int, str, list[int] | None]:
+               hint: Sequence[int] | None = None, should_stop: Callable[[], bool] | None = None
+               ) -> tuple[int, str, list[int] | None]:
     """A proven upper bound on ``max pi(S)`` over down-sets or up-sets S (``kind``) of scaled
     cost at most ``cap``: (bound, status, the best set found as 0/1 per node or None).
 
@@ -132,8 +121,8 @@ def end_weight(problem: PipelineProblem, pi: NDArray[np.int64], cap: int, kind: 
     if hint is not None:
         for var, val in zip(x, hint):
             model.add_hint(var, int(val))
-    solver = _solver(det, wall, num_workers, random_seed)
-    st = solver.solve(model)
+    st, solver, _ = _mip.run(model, time_limit_s=wall, work_limit=det, num_workers=num_workers,
+                             random_seed=random_seed, should_stop=should_stop)
     if st == cp_model.OPTIMAL:
         return int(round(solver.objective_value)), "optimal", [int(solver.value(v)) for v in x]
     if st == cp_model.FEASIBLE:
@@ -149,25 +138,28 @@ def end_weight(problem: PipelineProblem, pi: NDArray[np.int64], cap: int, kind: 
 
 
 def middle_test(problem: PipelineProblem, k: int, pi: NDArray[np.int64], cap: int, share: int, *,
-                det: float = MID_DET, wall: float = 60.0, num_workers: int = 1, random_seed: int = 0) -> str:
+                det: float = MID_DET, wall: float = 60.0, num_workers: int = 1, random_seed: int = 0,
+                should_stop: Callable[[], bool] | None = None) -> str:
     """Is there a convex set S with ``pi(S) >= share`` and scaled cost at most ``cap``?
     ``"infeasible"`` (proven none), ``"feasible"`` (one found) or ``"timeout"``."""
     pm = build_model(problem, k, pi, share=share)
     pm.model.add(pm.objective <= cap)
     pm.model.clear_objective()
-    solver = _solver(det, wall, num_workers, random_seed)
-    st = solver.solve(pm.model)
+    st, _, _ = _mip.run(pm.model, time_limit_s=wall, work_limit=det, num_workers=num_workers,
+                        random_seed=random_seed, should_stop=should_stop)
     return _mip.STATUS.get(st, "timeout") if st != cp_model.OPTIMAL else "feasible"
 
 
 def refute(problem: PipelineProblem, k: int, pi: NDArray[np.int64], cap: int, *, end_det: float = END_DET,
            mid_det: float = MID_DET, wall: float = 60.0, num_workers: int = 1, random_seed: int = 0,
-           hints: dict[str, list[int] | None] | None = None, ends: bool = True) -> tuple[str, int]:
+           hints: dict[str, list[int] | None] | None = None, ends: bool = True,
+           should_stop: Callable[[], bool] | None = None) -> tuple[str, int]:
     """Test the cap (module docstring): (``"refuted"``, ``"feasible"`` or ``"timeout"``, the share the
     middle test asked for). ``"refuted"`` proves that every acyclic partition into at most k
     blocks has a block of more than ``cap`` scaled units. ``hints`` (kind -> set) warm-starts the
     end maximisations and receives their best sets. ``ends=False`` skips them and asks for the
-    heaviest-block share ``ceil(pi(V) / k)`` alone."""
+    heaviest-block share ``ceil(pi(V) / k)`` alone. ``should_stop`` is polled during each solve
+    (a stopped solve refutes nothing)."""
     check_k(problem, k)
     t0 = time.perf_counter()
     pi = np.asarray(pi, dtype=np.int64)
@@ -177,7 +169,7 @@ def refute(problem: PipelineProblem, k: int, pi: NDArray[np.int64], cap: int, *,
     for kind in (("down", "up") if ends else ()):
         left = wall - (time.perf_counter() - t0)
         value, _, best = end_weight(problem, pi, cap, kind, det=end_det, wall=left, num_workers=num_workers,
-                                    random_seed=random_seed, hint=(hints or {}).get(kind))
+                                    random_seed=random_seed, hint=(hints or {}).get(kind), should_stop=should_stop)
         if hints is not None and best is not None:
             hints[kind] = best
         held += value
@@ -187,25 +179,25 @@ def refute(problem: PipelineProblem, k: int, pi: NDArray[np.int64], cap: int, *,
     # the larger of the two valid shares: the middle blocks' and heaviest-block's k-th of pi(V)
     share = max(-(-(total - held) // (k - 2)), quarter) if ends and k >= 3 else quarter
     status = middle_test(problem, k, pi, cap, share, det=mid_det, wall=wall - (time.perf_counter() - t0),
-                         num_workers=num_workers, random_seed=random_seed)
+                         num_workers=num_workers, random_seed=random_seed, should_stop=should_stop)
     return ("refuted" if status == "infeasible" else status), share
 
 
 def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.0, *, floor: float = -math.inf,
-                     mus: Sequence[float] = MUS, first_mu: float | None = None, num_workers: int = 1,
-                     random_seed: int = 0, should_stop: Callable[[], bool] | None = None,
+                     mus: Sequence[float] = MUS, num_workers: int = 1, random_seed: int = 0,
+                     should_stop: Callable[[], bool] | None = None,
                      on_improve: Callable[[float], None] | None = None, **_: Any) -> Bound:
     """Climb caps from the best bound known (``floor``, else the closed-form bound) by
     :func:`refute`, one weighting of ``mus`` after another, each from its own ``H(pi)`` where
-    that is minimised within :data:`PLAIN_DET` and lies higher (``first_mu`` first, e.g. the
-    heaviest-block bound's best): the first cap :data:`STEP` above, the step doubling after a
-    refutation and halving after a cap that was not refuted, until it falls under
-    :data:`MIN_STEP` (:data:`MIN_STEP_TIMEOUT` after a test out of time). Stops after
-    :data:`PATIENCE` weightings in a row without a rise, at the time limit or when
+    that is minimised within :data:`PLAIN_DET` and lies higher: the first cap :data:`STEP`
+    above, the step doubling after a refutation and halving after a cap that was not refuted,
+    until it falls under :data:`MIN_STEP` (:data:`MIN_STEP_TIMEOUT` after a test out of time).
+    Stops after :data:`PATIENCE` weightings in a row without a rise, at the time limit or when
     ``should_stop()`` says so. ``on_improve(value)`` reports every rise. The value is this
     method's own, the best minimised ``H(pi)`` or refuted cap (it may lie under ``floor``;
-    ``-inf`` if there is neither). ``detail``: ``k``, ``mu`` (the best), ``tried`` ([mu, value, caps tested]).
-    Other keyword arguments (the MIP methods' options) are ignored."""
+    ``-inf`` if there is neither). ``detail``: ``k``, ``mu`` (the best), ``tried`` ([mu, the
+    best value so far, caps tested]). Other keyword arguments (the MIP methods' options) are
+    ignored."""
     t0 = time.perf_counter()
     check_k(problem, k)
     stop = should_stop or (lambda: False)
@@ -214,13 +206,12 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
     sc = _mip.scale(problem)
     start = max(floor, simple_bound(problem, k).value)
     lo = sc.floor_of(Fraction(start))
-    order = list(dict.fromkeys(([first_mu] if first_mu is not None else []) + list(mus)))
     work = np.asarray(problem.work, dtype=np.float64)
     touched = touched_bytes(problem)
     best, best_mu, since = -math.inf, None, 0
     tried: list[list[Any]] = []
     minimise = PLAIN_DET > 0
-    for mu in order:
+    for mu in mus:
         pi = integer_weights(work + mu * touched)
         hints: dict[str, list[int] | None] = {}
         step, tests, raised = STEP, 0, False
@@ -247,7 +238,8 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
                 break
             cap = lo + gain
             status, share = refute(problem, k, pi, cap, wall=left, num_workers=num_workers,
-                                   random_seed=random_seed, hints=hints, ends=plain_from is None or cap < plain_from)
+                                   random_seed=random_seed, hints=hints, ends=plain_from is None or cap < plain_from,
+                                   should_stop=stop)
             tests += 1
             if share <= quarter:
                 # the end blocks hold their k-th at this cap, and D and U only grow with the cap:

@@ -516,9 +516,10 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
     """Start the spectral bound in a thread next to the exact MIP, not before it: it takes
     seconds and is strong where the MIP's bound is weak (communication-heavy graphs), but
     must not delay a MIP that proves optimality within seconds. Where communication
-    matters, the heaviest-block bound (the end-blocks bound at small k) follows it in the same thread. ``delay_s``: wait this
-    long first (the MIP's head start), unless the run stops. Once ``proven`` is set the
-    thread ends at once (the job then ends without waiting for the driver's stop)."""
+    matters, the heaviest-block bound (the end-blocks bound at small k) follows it in the same
+    thread. ``delay_s``: wait this long first (the MIP's head start), unless the run stops.
+    Once ``proven`` is set the thread ends at once (the job then ends without waiting for the
+    driver's stop)."""
     from gapstop.problems.pipeline import bounds
 
     report = live_bound(ctx, "spectral", "eigenvalues", 1e-3)
@@ -550,14 +551,10 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
         # communication matters (the spectral bound is well above the closed forms): the
         # heaviest-block bound beat it by 2-8 % at k = 8 and 16 on the REGAL-style graphs, in
         # seconds of one CP-SAT worker (BENCHMARKS.md)
-        if 3 <= k <= END_BLOCKS_MAX_K:
-            hb = bounds.end_blocks_bound(problem, k, min(left, END_BLOCKS_MAX_S), num_workers=1,
-                                         should_stop=should_stop, floor=sp.value,
-                                         on_improve=live_bound(ctx, "end-blocks", bounds.SOLVER, 1e-4))
-        else:
-            hb = bounds.heaviest_block_bound(problem, k, min(left, HEAVIEST_MAX_S), num_workers=1,
-                                             should_stop=should_stop, floor=sp.value,
-                                             on_improve=live_bound(ctx, "heaviest-block", bounds.SOLVER, 1e-4))
+        method, cap_s = (("end-blocks", END_BLOCKS_MAX_S) if 3 <= k <= END_BLOCKS_MAX_K
+                         else ("heaviest-block", HEAVIEST_MAX_S))
+        hb = bounds.lower_bound(problem, k, method, min(left, cap_s), num_workers=1, should_stop=should_stop,
+                                floor=sp.value, on_improve=live_bound(ctx, method, bounds.SOLVER, 1e-4))
         ctx.bound(hb)
         left = budget - (time.monotonic() - t_start) - delay_s
         if should_stop() or left <= 1.0:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -128,3 +130,14 @@ def test_small_k_and_stops() -> None:
         end_blocks.end_model(p, np.ones(p.n, np.int64), 10, "middle")
     b = end_blocks.end_blocks_bound(p, 4, 30.0, should_stop=lambda: True)
     assert b.value == -math.inf and sum(t[2] for t in b.detail["tried"]) == 0
+
+
+def test_a_stop_interrupts_the_solves_and_refutes_nothing() -> None:
+    # each of the three solves would run for seconds at this cap; the stop is polled inside them
+    p = regal_like(7, n=80)
+    pi = heaviest_block.integer_weights(p.work + 0.1 * heaviest_block.touched_bytes(p))
+    cap = _mip.scale(p).floor_of(Fraction(1.03 * bounds.spectral_bound(p, 4, 5.0).value))
+    t0 = time.perf_counter()
+    status, _ = end_blocks.refute(p, 4, pi, cap, end_det=100.0, mid_det=100.0, should_stop=lambda: True)
+    assert status != "refuted"
+    assert time.perf_counter() - t0 < 1.5
