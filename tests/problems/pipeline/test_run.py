@@ -112,3 +112,44 @@ def test_exact_job_adds_the_block_cover_bound_where_communication_matters() -> N
     assert cover, [b.method for b in ctx.bounds]
     found = min(evaluate(p, sol["blocks"], sol.get("order"), k=12).objective for sol in ctx.solutions)
     assert max(cover) <= found
+
+
+@pytest.mark.parametrize("heaviest, expect_ends", [(95.0, True), (105.0, False)])
+def test_bound_thread_tries_the_ends_at_large_k_when_heaviest_block_stays_under_spectral(
+        monkeypatch: pytest.MonkeyPatch, heaviest: float, expect_ends: bool) -> None:
+    """Above END_BLOCKS_MAX_K: spectral, heaviest-block, then end-blocks only if heaviest-block
+    did not rise above the spectral bound, then block-cover from the best of them (the
+    methods replaced by canned values: this is the thread's order, not a bound)."""
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline import run as run_mod
+
+    calls: list[tuple[str, float]] = []
+
+    def canned(method: str, value: float) -> Bound:
+        return Bound(method, value, "bound-only", 0.0, "test")
+
+    def spectral(problem: Any, k: int, time_limit_s: float, **kw: Any) -> Bound:
+        calls.append(("spectral", -1.0))
+        return canned("spectral", 100.0)
+
+    def lower_bound(problem: Any, k: int, method: str, time_limit_s: float, **kw: Any) -> Bound:
+        calls.append((method, kw["floor"]))
+        return canned(method, {"heaviest-block": heaviest, "end-blocks": 102.0}[method])
+
+    def cover(problem: Any, k: int, time_limit_s: float, **kw: Any) -> Bound:
+        calls.append(("block-cover", kw["floor"]))
+        return canned("block-cover", 90.0)
+
+    monkeypatch.setattr(bounds, "spectral_bound", spectral)
+    monkeypatch.setattr(bounds, "lower_bound", lower_bound)
+    monkeypatch.setattr(bounds, "block_cover_bound", cover)
+    p = random_dag(30, seed=1)
+    k = run_mod.END_BLOCKS_MAX_K + 1
+    assert bounds.simple_bound(p, k).value < 100.0 / (1.0 + run_mod.SPECTRAL_MARGIN)
+    ctx = _Ctx(60.0)
+    run_mod._spectral_alongside(p, k, ctx, 60.0).join(10.0)
+    if expect_ends:
+        assert calls == [("spectral", -1.0), ("heaviest-block", 100.0), ("end-blocks", 100.0),
+                         ("block-cover", 102.0)], calls
+    else:
+        assert calls == [("spectral", -1.0), ("heaviest-block", 100.0), ("block-cover", 105.0)], calls
