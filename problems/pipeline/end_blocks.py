@@ -52,6 +52,13 @@ cp_model = _mip.cp_model
 #: Weightings ``pi = work + mu * touched / B`` tried in turn. On regal_003 at k = 4, mu = 0.1
 #: refuted a cap 2 % above the heaviest-block bound where mu = 0 refuted none in 120 s.
 MUS: tuple[float, ...] = (0.1, 0.0, 0.2, 0.3, 0.5)
+#: From k = LARGE_K the weightings start at mu = 0.2: smaller blocks make the touched bytes a
+#: larger part of a block's cost. Alone at k = 16 for 20 s from the spectral bound, this order
+#: was at or above MUS's on the six REGAL-style graphs where the bound rises there, and higher
+#: on two (regal_009 10263.2 against 10212.5; a dense graph 7315.4 where MUS's order stayed
+#: under the spectral 7279.0) (BENCHMARKS.md).
+LARGE_K = 9
+MUS_LARGE_K: tuple[float, ...] = (0.2, 0.1, 0.3, 0.5, 0.0)
 #: First cap this far above the best bound known (relative); doubles after a refutation (up to
 #: MAX_STEP) and halves after a cap that was not refuted.
 STEP = 0.01
@@ -184,11 +191,12 @@ def refute(problem: PipelineProblem, k: int, pi: NDArray[np.int64], cap: int, *,
 
 
 def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.0, *, floor: float = -math.inf,
-                     mus: Sequence[float] = MUS, num_workers: int = 1, random_seed: int = 0,
+                     mus: Sequence[float] | None = None, num_workers: int = 1, random_seed: int = 0,
                      should_stop: Callable[[], bool] | None = None,
                      on_improve: Callable[[float], None] | None = None, **_: Any) -> Bound:
     """Climb caps from the best bound known (``floor``, else the closed-form bound) by
-    :func:`refute`, one weighting of ``mus`` after another, each from its own ``H(pi)`` where
+    :func:`refute`, one weighting of ``mus`` after another (default :data:`MUS`, from k =
+    :data:`LARGE_K` :data:`MUS_LARGE_K`), each from its own ``H(pi)`` where
     that is minimised within :data:`PLAIN_DET` and lies higher: the first cap :data:`STEP`
     above, the step doubling after a refutation and halving after a cap that was not refuted,
     until it falls under :data:`MIN_STEP` (:data:`MIN_STEP_TIMEOUT` after a test out of time).
@@ -211,6 +219,8 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
     best, best_mu, since = -math.inf, None, 0
     tried: list[list[Any]] = []
     minimise = PLAIN_DET > 0
+    if mus is None:
+        mus = MUS if k < LARGE_K else MUS_LARGE_K
     for mu in mus:
         pi = integer_weights(work + mu * touched)
         hints: dict[str, list[int] | None] = {}

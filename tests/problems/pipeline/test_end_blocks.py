@@ -141,3 +141,16 @@ def test_a_stop_interrupts_the_solves_and_refutes_nothing() -> None:
     status, _ = end_blocks.refute(p, 4, pi, cap, end_det=100.0, mid_det=100.0, should_stop=lambda: True)
     assert status != "refuted"
     assert time.perf_counter() - t0 < 1.5
+
+
+def test_large_k_starts_at_its_own_weighting_and_stays_under_the_optimum() -> None:
+    """From k = LARGE_K the climb tries MUS_LARGE_K's order; any order is valid."""
+    k = end_blocks.LARGE_K
+    for s in range(4):
+        p = regal_like(300 + s, n=9)
+        opt = reference.brute_force(p, k)
+        b = end_blocks.end_blocks_bound(p, k, 10.0)
+        assert b.value <= opt * (1 + 1e-12), (s, b.value, opt)
+        assert [t[0] for t in b.detail["tried"]] == list(end_blocks.MUS_LARGE_K[:len(b.detail["tried"])]), b.detail
+    small = end_blocks.end_blocks_bound(regal_like(300, n=9), k - 1, 10.0)
+    assert small.detail["tried"][0][0] == end_blocks.MUS[0]
