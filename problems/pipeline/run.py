@@ -517,9 +517,10 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
     seconds and is strong where the MIP's bound is weak (communication-heavy graphs), but
     must not delay a MIP that proves optimality within seconds. Where communication
     matters, the heaviest-block bound (the end-blocks bound at small k) follows it in the same
-    thread. ``delay_s``: wait this long first (the MIP's head start), unless the run stops.
-    Once ``proven`` is set the thread ends at once (the job then ends without waiting for the
-    driver's stop)."""
+    thread; above that k the end-blocks bound follows heaviest-block where that one stays at or
+    under the spectral bound; the block-cover bound comes last. ``delay_s``: wait this long first
+    (the MIP's head start), unless the run stops. Once ``proven`` is set the thread ends at once
+    (the job then ends without waiting for the driver's stop)."""
     from gapstop.problems.pipeline import bounds
 
     report = live_bound(ctx, "spectral", "eigenvalues", 1e-3)
@@ -545,41 +546,41 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
             sp = bounds.spectral_bound(problem, k, min(budget_left, SPECTRAL_MAX_S), should_stop=should_stop,
                                        on_improve=report)
         ctx.bound(sp)
-        left = budget - (time.monotonic() - t_start) - delay_s
-        if should_stop() or left <= 0 or sp.value <= (1.0 + SPECTRAL_MARGIN) * bounds.simple_bound(problem, k).value:
+
+        def left() -> float:
+            return budget - (time.monotonic() - t_start) - delay_s
+
+        def next_bound(method: str, cap_s: float, floor: float) -> float:
+            """The next bound of this thread, for at most ``cap_s`` of the time left, reported."""
+            b = bounds.lower_bound(problem, k, method, min(left(), cap_s), num_workers=1, should_stop=should_stop,
+                                   floor=floor, on_improve=live_bound(ctx, method, bounds.SOLVER, 1e-4))
+            ctx.bound(b)
+            return b.value
+
+        if should_stop() or left() <= 0 or sp.value <= (1.0 + SPECTRAL_MARGIN) * bounds.simple_bound(problem, k).value:
             return
         # communication matters (the spectral bound is well above the closed forms): the
         # heaviest-block bound beat it by 2-8 % at k = 8 and 16 on the REGAL-style graphs, in
         # seconds of one CP-SAT worker (BENCHMARKS.md)
         method, cap_s = (("end-blocks", END_BLOCKS_MAX_S) if 3 <= k <= END_BLOCKS_MAX_K
                          else ("heaviest-block", HEAVIEST_MAX_S))
-        hb = bounds.lower_bound(problem, k, method, min(left, cap_s), num_workers=1, should_stop=should_stop,
-                                floor=sp.value, on_improve=live_bound(ctx, method, bounds.SOLVER, 1e-4))
-        ctx.bound(hb)
-        left = budget - (time.monotonic() - t_start) - delay_s
-        if should_stop() or left <= 1.0:
+        best = max(sp.value, next_bound(method, cap_s, sp.value))
+        if should_stop() or left() <= 1.0:
             return
-        if method == "heaviest-block" and hb.value <= sp.value:
+        if method == "heaviest-block" and best <= sp.value:
             # no block of a weighting's k-th is dearer than the spectral bound, but where the cheap
             # ones are ends (down-sets that receive nothing, up-sets that send nothing) the middle
             # blocks must hold more: alone at k = 16 from the spectral bound, the end-blocks bound
             # rose above it on 6 of 11 such REGAL-style graphs (up to 3.3 %); in 60 s runs it raised
             # regal_005 and regal_009 by 1.0 and 1.3 %, where block-cover had refuted nothing, and
             # left block-cover's bound where it had one (BENCHMARKS.md)
-            eb = bounds.lower_bound(problem, k, "end-blocks", min(left, END_BLOCKS_MAX_S), num_workers=1,
-                                    should_stop=should_stop, floor=sp.value,
-                                    on_improve=live_bound(ctx, "end-blocks", bounds.SOLVER, 1e-4))
-            ctx.bound(eb)
-            hb = eb if eb.value > hb.value else hb
-            left = budget - (time.monotonic() - t_start) - delay_s
-            if should_stop() or left <= 1.0:
+            best = max(best, next_bound("end-blocks", END_BLOCKS_MAX_S, sp.value))
+            if should_stop() or left() <= 1.0:
                 return
         # the partitioning LP dominates the heaviest block: alone for 40 s it rose above it by up to 7 %
         # on REGAL-style graphs at k = 4, 8 and 16; where it refutes nothing its climb ends within
         # two caps (BENCHMARKS.md)
-        ctx.bound(bounds.block_cover_bound(problem, k, left, num_workers=1, should_stop=should_stop,
-                                           floor=max(sp.value, hb.value),
-                                           on_improve=live_bound(ctx, "block-cover", bounds.SOLVER, 1e-4)))
+        next_bound("block-cover", math.inf, best)
 
     th = threading.Thread(target=work, name="spectral-bound", daemon=True)
     th.start()

@@ -134,15 +134,10 @@ def test_bound_thread_tries_the_ends_at_large_k_when_heaviest_block_stays_under_
 
     def lower_bound(problem: Any, k: int, method: str, time_limit_s: float, **kw: Any) -> Bound:
         calls.append((method, kw["floor"]))
-        return canned(method, {"heaviest-block": heaviest, "end-blocks": 102.0}[method])
-
-    def cover(problem: Any, k: int, time_limit_s: float, **kw: Any) -> Bound:
-        calls.append(("block-cover", kw["floor"]))
-        return canned("block-cover", 90.0)
+        return canned(method, {"heaviest-block": heaviest, "end-blocks": 102.0, "block-cover": 90.0}[method])
 
     monkeypatch.setattr(bounds, "spectral_bound", spectral)
     monkeypatch.setattr(bounds, "lower_bound", lower_bound)
-    monkeypatch.setattr(bounds, "block_cover_bound", cover)
     p = random_dag(30, seed=1)
     k = run_mod.END_BLOCKS_MAX_K + 1
     assert bounds.simple_bound(p, k).value < 100.0 / (1.0 + run_mod.SPECTRAL_MARGIN)
