@@ -215,6 +215,48 @@ def test_pricing_that_finds_nothing_new_ends_the_attempt(monkeypatch: pytest.Mon
     assert info["why"] == "converged" and info["seconds"] < 5.0 and len(calls) == 2, (info, len(calls))
 
 
+def test_a_pricing_solve_with_neither_column_nor_proof_moves_to_the_next_parameters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first parameter set never finishes (as level 2 on the densest graphs): the attempt goes
+    # on with the next, which then stays current, and what it refutes stays under the optimum
+    import gapstop.problems.pipeline.block_cover as block_cover
+
+    real_solve = _mip.solve
+    seen: list[object] = []
+
+    def solve(pm: object, n: int, **kw: object) -> tuple[str, float, object, float]:
+        seen.append(kw.get("cp_params"))
+        if kw.get("cp_params") is None:
+            return "unknown", -math.inf, None, 0.0
+        return real_solve(pm, n, **kw)
+
+    monkeypatch.setattr(_mip, "solve", solve)
+    stuck = {"linearization_level": 1}
+    refuted = {1: 0, 2: 0}
+    for sets in (1, 2):
+        monkeypatch.setattr(block_cover, "PRICING_PARAMS", (None, stuck)[:sets])
+        for j, (p, k) in enumerate(_cases()):
+            if j % 6:
+                continue
+            opt = _optima()[j]
+            cover = Cover(p, k)
+            cap = cover.sc.floor_of(Fraction(0.98 * opt))
+            seen.clear()
+            value, info = cover.refute(cap, 10.0)
+            assert value <= opt * (1 + 1e-12), (j, k, value, opt, info)
+            refuted[sets] += info["why"] == "refuted"
+            if sets == 1:
+                assert info["why"] != "refuted" and all(c is None for c in seen), (j, info)
+            elif info["why"] == "refuted":
+                assert info["params"] == 1, (j, info)
+                # the set that worked is where the next attempt starts
+                seen.clear()
+                value, info = cover.refute(cover.sc.floor_of(Fraction(opt)), 10.0)
+                assert info["why"] != "refuted" and value <= opt * (1 + 1e-12), (j, info)
+                assert not seen or seen[0] is stuck, (j, seen[:3])
+    assert refuted[1] == 0 and refuted[2] >= 10, refuted
+
+
 def test_climb_from_the_spectral_bound_stays_below_the_optimum() -> None:
     above = 0
     for j, (p, k) in enumerate(_cases()[::3]):
