@@ -177,8 +177,7 @@ class Cover:
         self.cuts: list[tuple[int, ...]] = []   # cycle cuts: column indices, sum of their x <= len - 1
         self._cut_rows: list[Any] = []
         self._mu = np.zeros(0, dtype=np.float64)   # the cuts' duals (>= 0), from the last LP
-        self._params = 0                 # index into PRICING_PARAMS of the current exact pricing
-        self._worked = 0                 # and of the last that found a column or a proof
+        self._params = 0   # index into PRICING_PARAMS of the last exact pricing that found a column or a proof
 
     def intervals(self, y: NDArray[np.float64], cap: int) -> list[NDArray[np.bool_]]:
         """The sets of largest ``y`` among intervals of topological orders within ``cap``: per
@@ -329,7 +328,8 @@ class Cover:
         added in this attempt; they stay for the next), ``why``
         (``refuted``, ``lp <= k``, ``converged``, ``stalled`` (no new column in an exact
         pricing solve's time under each of :data:`PRICING_PARAMS`), ``time`` or ``stop``),
-        ``params`` (the index of the exact pricing's parameters at the end), ``seconds``.
+        ``params`` (the index of the exact pricing's parameters that last found a column or a
+        proof, where the next attempt starts), ``seconds``.
         """
         t0 = time.perf_counter()
         stop = should_stop or (lambda: False)
@@ -337,7 +337,7 @@ class Cover:
         rounds, lp_value, why, greedy, bound, cuts = 0, math.inf, "time", 0, -math.inf, 0
         priced: NDArray[np.float64] | None = None   # the duals priced last
         priced_mu = np.zeros(0, dtype=np.float64)    # and the cuts' duals with them
-        switched = 0   # exact pricing parameters changed since the last column it found
+        trial = self._params   # the exact pricing's parameters now
         while True:
             left = time_limit_s - (time.perf_counter() - t0)
             if left <= 0.05:
@@ -388,7 +388,7 @@ class Cover:
             cb = _Collect(x)
             status, value, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
                                              random_seed=random_seed, callback=cb, should_stop=stop,
-                                             cp_params=PRICING_PARAMS[self._params], work_limit=PRICING_MAX_DET)
+                                             cp_params=PRICING_PARAMS[trial], work_limit=PRICING_MAX_DET)
             refuted = _mip.to_value(pm, cap + 1, n)
             # smoothing the LP's own duals with themselves gives them back, equal but a new array
             lp_own = np.array_equal(ys, y) and np.array_equal(mus, mu)
@@ -396,7 +396,7 @@ class Cover:
             held_cost = min((int(self.costs[j]) for j in held), default=None)
             if status == "infeasible" and (held_cost is None or held_cost > cap):
                 bound, why = max(bound, refuted), "refuted"
-                self._worked = self._params
+                self._params = trial
                 left = time_limit_s - (time.perf_counter() - t0)
                 if JUMP_DET > 0 and left > 0.5 and not stop():
                     # the same y often holds well above the cap: H(y) itself, minimised with the
@@ -405,7 +405,7 @@ class Cover:
                     pm.model.add(pm.objective >= cap + 1)
                     _, jumped, _, _ = _mip.solve(pm, n, time_limit_s=left, num_workers=num_workers,
                                                  random_seed=random_seed, should_stop=stop,
-                                                 cp_params=PRICING_PARAMS[self._params], work_limit=JUMP_DET)
+                                                 cp_params=PRICING_PARAMS[trial], work_limit=JUMP_DET)
                     if held_cost is not None:
                         jumped = min(jumped, _mip.to_value(pm, held_cost, n))
                     bound = max(bound, jumped)
@@ -429,15 +429,15 @@ class Cover:
                     # the solve's limit): the LP's own next, once
                     priced, priced_mu = y, mu
                     continue
-                if status != "optimal" and switched < len(PRICING_PARAMS) - 1:
-                    # neither a column nor a proof within the solve's limit: the next parameters
-                    self._params = (self._params + 1) % len(PRICING_PARAMS)
-                    switched += 1
+                nxt = (trial + 1) % len(PRICING_PARAMS)
+                if status != "optimal" and nxt != self._params:
+                    # neither a column nor a proof within the solve's limit: the next parameters,
+                    # until they come round to the set that last worked
+                    trial = nxt
                     continue
-                self._params = self._worked
                 why = "converged" if status == "optimal" else "stalled"
                 break
-            switched, self._worked = 0, self._params
+            self._params = trial
         return bound, {"lp": lp_value, "rounds": rounds, "greedy": greedy, "why": why, "cuts": cuts,
                        "params": self._params, "seconds": time.perf_counter() - t0}
 
