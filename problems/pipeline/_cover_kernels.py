@@ -1,7 +1,8 @@
 """Numba kernels of the block-cover bound's heuristic pricing (:mod:`problems.pipeline.block_cover`).
 
 A set is grown node by node from a seed, always convex and within the cap, taking the
-addable neighbour of the largest dual value ``y`` each time. The sets only feed the
+addable neighbour of the largest dual value ``y`` each time; a local search then adds, drops
+or swaps single nodes while that raises ``y(S)`` (:func:`improve`). The sets only feed the
 restricted LP: a certificate never depends on them (its ``z`` comes from CP-SAT).
 """
 
@@ -158,3 +159,143 @@ def best_intervals(orders: NDArray[np.int64], y: NDArray[np.float64], cap: np.in
             if ends[o, i] == 0:
                 ends[o, i] = i
     return ends, vals
+
+
+@njit(cache=True, nogil=True)
+def _crossing(p: int, inset: NDArray[np.bool_], inside: NDArray[np.int64], succ_ptr: NDArray[np.int64]) -> bool:
+    """Whether ``p``'s tensor crosses the boundary of S, from ``inside[p]`` (its consumers in S)."""
+    deg = succ_ptr[p + 1] - succ_ptr[p]
+    if deg == 0:
+        return False
+    if inset[p]:
+        return inside[p] < deg
+    return inside[p] > 0
+
+
+@njit(cache=True, nogil=True)
+def _toggle(v: int, inset: NDArray[np.bool_], inside: NDArray[np.int64], work: NDArray[np.int64],
+            out: NDArray[np.int64], succ_ptr: NDArray[np.int64], pred_ptr: NDArray[np.int64],
+            pred: NDArray[np.int64]) -> np.int64:
+    """Add ``v`` to S or remove it (whichever it is not), keeping ``inside`` right; returns the
+    change of S's scaled cost. Only ``v``'s own tensor and its producers' can change crossing."""
+    delta = np.int64(0)
+    if _crossing(v, inset, inside, succ_ptr):
+        delta -= out[v]
+    for e in range(pred_ptr[v], pred_ptr[v + 1]):
+        if _crossing(pred[e], inset, inside, succ_ptr):
+            delta -= out[pred[e]]
+    step = 1
+    if inset[v]:
+        inset[v] = False
+        delta -= work[v]
+        step = -1
+    else:
+        inset[v] = True
+        delta += work[v]
+    for e in range(pred_ptr[v], pred_ptr[v + 1]):
+        inside[pred[e]] += step
+    if _crossing(v, inset, inside, succ_ptr):
+        delta += out[v]
+    for e in range(pred_ptr[v], pred_ptr[v + 1]):
+        if _crossing(pred[e], inset, inside, succ_ptr):
+            delta += out[pred[e]]
+    return delta
+
+
+@njit(cache=True, nogil=True)
+def _hull_marks(inset: NDArray[np.bool_], r: NDArray[np.bool_], anc: NDArray[np.bool_], desc: NDArray[np.bool_]) -> None:
+    """``anc[w]``: w reaches a member of S; ``desc[w]``: a member reaches w."""
+    n = inset.shape[0]
+    anc[:] = False
+    desc[:] = False
+    for x in range(n):
+        if inset[x]:
+            for w in range(n):
+                if r[w, x]:
+                    anc[w] = True
+                if r[x, w]:
+                    desc[w] = True
+
+
+@njit(cache=True, nogil=True)
+def _convex_with(v: int, inset: NDArray[np.bool_], r: NDArray[np.bool_], anc: NDArray[np.bool_],
+                 desc: NDArray[np.bool_]) -> bool:
+    """Whether ``S + v`` is convex for a convex S with marks ``anc``, ``desc`` (:func:`_hull_marks`):
+    no node outside lies on a path from v to S or from S to v."""
+    n = inset.shape[0]
+    for w in range(n):
+        if inset[w] or w == v:
+            continue
+        if (r[v, w] and anc[w]) or (r[w, v] and desc[w]):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r: NDArray[np.bool_],
+            work: NDArray[np.int64], out: NDArray[np.int64], succ_ptr: NDArray[np.int64],
+            succ: NDArray[np.int64], pred_ptr: NDArray[np.int64], pred: NDArray[np.int64],
+            max_moves: int) -> NDArray[np.bool_]:
+    """Local search for admissible sets of larger ``y(S)`` from each row of ``starts`` (convex
+    sets within ``cap``; a row that is not is returned as it is). Each move is the best by ``y``
+    of: add a node, drop a node, or drop one and add another, every intermediate and final set
+    convex and within ``cap``; at most ``max_moves`` moves per start. bool[m, n]."""
+    m, n = starts.shape
+    res = starts.copy()
+    inside = np.zeros(n, dtype=np.int64)
+    anc = np.zeros(n, dtype=np.bool_)
+    desc = np.zeros(n, dtype=np.bool_)
+    for i in range(m):
+        inset = res[i]
+        if not inset.any():
+            continue
+        cost = set_cost(inset, work, out, succ_ptr, succ)
+        if cost > cap:
+            continue
+        inside[:] = 0
+        for u in range(n):
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                if inset[succ[e]]:
+                    inside[u] += 1
+        for _ in range(max_moves):
+            best_gain, best_u, best_v = 1e-9, -1, -1
+            # additions, and drops of nodes of negative y
+            _hull_marks(inset, r, anc, desc)
+            for v in range(n):
+                if inset[v] or y[v] <= best_gain:
+                    continue
+                if not _convex_with(v, inset, r, anc, desc):
+                    continue
+                d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                if cost + d <= cap:
+                    best_gain, best_u, best_v = y[v], -1, v
+            # drops and swaps
+            for u in range(n):
+                if not inset[u]:
+                    continue
+                # S - u stays convex unless u lies between two members
+                if anc[u] and desc[u]:
+                    continue
+                du = _toggle(u, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                if -y[u] > best_gain and cost + du <= cap and inset.any():
+                    best_gain, best_u, best_v = -y[u], u, -1
+                _hull_marks(inset, r, anc, desc)
+                for v in range(n):
+                    if inset[v] or v == u or y[v] - y[u] <= best_gain:
+                        continue
+                    if not _convex_with(v, inset, r, anc, desc):
+                        continue
+                    d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                    _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                    if cost + du + d <= cap:
+                        best_gain, best_u, best_v = y[v] - y[u], u, v
+                _toggle(u, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                _hull_marks(inset, r, anc, desc)
+            if best_u < 0 and best_v < 0:
+                break
+            if best_u >= 0:
+                cost += _toggle(best_u, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+            if best_v >= 0:
+                cost += _toggle(best_v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+    return res

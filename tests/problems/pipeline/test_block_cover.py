@@ -82,6 +82,39 @@ def test_best_intervals_against_every_interval() -> None:
                 assert ends[o, i] == end and vals[o, i] == pytest.approx(best, abs=1e-12), (t, o, i)
 
 
+def test_local_search_ends_admissible_no_worse_and_at_a_local_optimum() -> None:
+    # every set it returns is convex and within the cap, holds at least its start's y, and no
+    # single addition, drop or swap (checked naively) gives an admissible set of larger y
+    from gapstop.problems.pipeline import _cover_kernels as kern
+
+    rng = np.random.default_rng(5)
+    improved = 0
+    for t in range(40):
+        p = regal_like(70 + t, n=12) if t % 2 else random_dag(9, 700 + t, bandwidth=(1.0, 0.5, 2.0)[t % 3])
+        desc = _reach(p)
+        cover = Cover(p, 3)
+        y = rng.normal(0.2, 0.5, p.n)
+        cap = int(block_costs(p, np.ones((1, p.n), dtype=bool))[0]) // (2 + t % 3)
+
+        def admissible(S: set[int]) -> bool:
+            return bool(S) and _convex(p, S, desc) and reference.scaled_cost(p, S) <= cap
+
+        starts = [g for g in cover.grown(y, cap)] + [np.eye(p.n, dtype=bool)[v] for v in range(p.n)
+                                                    if admissible({v})]
+        rows = kern.improve(np.array(starts, dtype=bool), y, np.int64(cap), cover._reach, cover._work, cover._out,
+                            p.succ_ptr, p.succ, p.pred_ptr, p.pred, 100)
+        for start, row in zip(starts, rows):
+            S = set(np.flatnonzero(row).tolist())
+            assert admissible(S), (t, S)
+            value = sum(y[v] for v in S)
+            assert value >= y[start].sum() - 1e-9, (t, S)
+            improved += value > y[start].sum() + 1e-9
+            out = [v for v in range(p.n) if v not in S]
+            moves = [S | {v} for v in out] + [S - {u} for u in S] + [(S - {u}) | {v} for u in S for v in out]
+            assert not any(admissible(M) and sum(y[v] for v in M) > value + 1e-9 for M in moves), (t, S)
+    assert improved >= 100, improved   # not vacuous
+
+
 @pytest.mark.parametrize("smoothing", [0.0, 0.5])
 def test_refutes_no_cap_at_the_optimum_and_some_below_it(smoothing: float, monkeypatch: pytest.MonkeyPatch) -> None:
     import gapstop.problems.pipeline.block_cover as block_cover
@@ -197,13 +230,14 @@ def test_pricing_that_finds_nothing_new_ends_the_attempt(monkeypatch: pytest.Mon
     real_intervals = Cover.intervals
     first: list[bool] = []
 
-    def intervals(self: Cover, y: np.ndarray, cap: int) -> list[np.ndarray]:
+    def intervals(self: Cover, y: np.ndarray, cap: int, **kw: float) -> list[np.ndarray]:
         # columns in the first round only, so that the next ones price smoothed duals
         first.append(True)
-        return real_intervals(self, y, cap) if len(first) == 1 else []
+        return real_intervals(self, y, cap, **kw) if len(first) == 1 else []
 
     monkeypatch.setattr(Cover, "intervals", intervals)
     monkeypatch.setattr(Cover, "grown", lambda self, y, cap: [])
+    monkeypatch.setattr(Cover, "improved", lambda self, y, cap, starts: [])
     calls: list[int] = []
 
     def solve(pm: object, n: int, **_: object) -> tuple[str, float, None, float]:
