@@ -235,20 +235,26 @@ def _convex_with(v: int, inset: NDArray[np.bool_], r: NDArray[np.bool_], anc: ND
 def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r: NDArray[np.bool_],
             work: NDArray[np.int64], out: NDArray[np.int64], succ_ptr: NDArray[np.int64],
             succ: NDArray[np.int64], pred_ptr: NDArray[np.int64], pred: NDArray[np.int64],
-            max_moves: int) -> NDArray[np.bool_]:
+            max_moves: int, max_work: int) -> NDArray[np.bool_]:
     """Local search for admissible sets of larger ``y(S)`` from each row of ``starts`` (convex
     sets within ``cap``; a row that is not is returned as it is). Each move is the best by ``y``
     of: add a node, drop a node, or drop one and add another, every intermediate and final set
-    convex and within ``cap``; at most ``max_moves`` moves per start. bool[m, n]."""
+    convex and within ``cap``; at most ``max_moves`` moves per start. The whole call stops after
+    about ``max_work`` node visits of its convexity tests (a move costs O(|S| n^2) of them: on
+    graphs of thousands of nodes one start could take seconds), leaving every row admissible.
+    bool[m, n]."""
     m, n = starts.shape
     res = starts.copy()
     inside = np.zeros(n, dtype=np.int64)
     anc = np.zeros(n, dtype=np.bool_)
     desc = np.zeros(n, dtype=np.bool_)
+    work_done = 0
     for i in range(m):
         inset = res[i]
         if not inset.any():
             continue
+        if work_done > max_work:
+            break
         cost = set_cost(inset, work, out, succ_ptr, succ)
         if cost > cap:
             continue
@@ -257,13 +263,20 @@ def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r:
             for e in range(succ_ptr[u], succ_ptr[u + 1]):
                 if inset[succ[e]]:
                     inside[u] += 1
+        size = 0
+        for u in range(n):
+            size += inset[u]
         for _ in range(max_moves):
+            if work_done > max_work:
+                break
+            work_done += (2 * size + 1) * n   # the hull marks of S and of each S - u
             best_gain, best_u, best_v = 1e-9, -1, -1
             # additions, and drops of nodes of negative y
             _hull_marks(inset, r, anc, desc)
             for v in range(n):
                 if inset[v] or y[v] <= best_gain:
                     continue
+                work_done += n
                 if not _convex_with(v, inset, r, anc, desc):
                     continue
                 d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
@@ -274,6 +287,8 @@ def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r:
             for u in range(n):
                 if not inset[u]:
                     continue
+                if work_done > max_work:
+                    break   # the best move among those tried is still admissible
                 # S - u stays convex unless u lies between two members
                 if anc[u] and desc[u]:
                     continue
@@ -284,6 +299,7 @@ def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r:
                 for v in range(n):
                     if inset[v] or v == u or y[v] - y[u] <= best_gain:
                         continue
+                    work_done += n
                     if not _convex_with(v, inset, r, anc, desc):
                         continue
                     d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
@@ -296,6 +312,8 @@ def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r:
                 break
             if best_u >= 0:
                 cost += _toggle(best_u, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                size -= 1
             if best_v >= 0:
                 cost += _toggle(best_v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                size += 1
     return res

@@ -102,6 +102,10 @@ PER_ROUND = 40
 #: cap 1 % above the heaviest-block bound at k = 16 fell after 20.0 s instead of 40.0 s on
 #: regal_001 and 15.9 s instead of 21.5 s on regal_007 (BENCHMARKS.md).
 LS_MOVES = 50
+#: The local search's work per round, in node visits of its convexity tests (0.1-0.3 s). On
+#: the REGAL-style graphs at k = 16 a round stays under it; on lstm_lm_unrolled (1,736 nodes)
+#: one round without a limit took 20-60 s, and the thread's stop is only checked between rounds.
+LS_MAX_WORK = 50_000_000
 #: Reduced-cost tolerance: a set enters the LP when ``y(S) > 1 + TOL``.
 TOL = 1e-7
 #: After a refutation, the refuting ``y``'s own ``H(y)`` is minimised for at most this long
@@ -227,7 +231,7 @@ class Cover:
         if not starts:
             return []
         rows = self._kern.improve(np.array(starts, dtype=bool), y, np.int64(cap), self._reach, self._work,
-                                  self._out, p.succ_ptr, p.succ, p.pred_ptr, p.pred, LS_MOVES)
+                                  self._out, p.succ_ptr, p.succ, p.pred_ptr, p.pred, LS_MOVES, LS_MAX_WORK)
         return [row for row in rows if row.any()]
 
     def _add(self, sets: list[NDArray[np.bool_]]) -> int:

@@ -102,7 +102,7 @@ def test_local_search_ends_admissible_no_worse_and_at_a_local_optimum() -> None:
         starts = [g for g in cover.grown(y, cap)] + [np.eye(p.n, dtype=bool)[v] for v in range(p.n)
                                                     if admissible({v})]
         rows = kern.improve(np.array(starts, dtype=bool), y, np.int64(cap), cover._reach, cover._work, cover._out,
-                            p.succ_ptr, p.succ, p.pred_ptr, p.pred, 100)
+                            p.succ_ptr, p.succ, p.pred_ptr, p.pred, 100, 10 ** 12)
         for start, row in zip(starts, rows):
             S = set(np.flatnonzero(row).tolist())
             assert admissible(S), (t, S)
@@ -112,6 +112,13 @@ def test_local_search_ends_admissible_no_worse_and_at_a_local_optimum() -> None:
             out = [v for v in range(p.n) if v not in S]
             moves = [S | {v} for v in out] + [S - {u} for u in S] + [(S - {u}) | {v} for u in S for v in out]
             assert not any(admissible(M) and sum(y[v] for v in M) > value + 1e-9 for M in moves), (t, S)
+        # a work limit stops the search early, never with a set that is not admissible
+        args = (np.array(starts, dtype=bool), y, np.int64(cap), cover._reach, cover._work, cover._out,
+                p.succ_ptr, p.succ, p.pred_ptr, p.pred, 100)
+        assert (kern.improve(*args, -1) == np.array(starts, dtype=bool)).all()
+        for start, row in zip(starts, kern.improve(*args, 3 * p.n * p.n)):
+            S = set(np.flatnonzero(row).tolist())
+            assert admissible(S) and sum(y[v] for v in S) >= y[start].sum() - 1e-9, (t, S)
     assert improved >= 100, improved   # not vacuous
 
 
