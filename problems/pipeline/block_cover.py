@@ -350,8 +350,9 @@ class Cover:
         cost within ``cap`` units: (valid lower bound on OPT, detail). The bound is above ``cap / s``
         when the cap is refuted (``why == "refuted"``); otherwise it is the best ``H(y)``
         proven on the way (``-inf`` if none). Detail: ``lp`` (the last restricted LP's value),
-        ``rounds`` (LP solves), ``greedy`` (rounds priced by greedy growth), ``cuts`` (cycle cuts
-        added in this attempt; they stay for the next), ``why``
+        ``rounds`` (LP solves), ``greedy`` (rounds priced without CP-SAT: intervals, greedy
+        growth or local search), ``searched`` (of those, the rounds priced by the local search),
+        ``cuts`` (cycle cuts added in this attempt; they stay for the next), ``why``
         (``refuted``, ``lp <= k``, ``converged``, ``stalled`` (no new column in an exact
         pricing solve's time under each of :data:`PRICING_PARAMS`), ``time`` or ``stop``),
         ``params`` (the index of the exact pricing's parameters that last found a column or a
