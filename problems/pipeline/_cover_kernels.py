@@ -46,20 +46,6 @@ def set_cost(inset: NDArray[np.bool_], work: NDArray[np.int64], out: NDArray[np.
 
 
 @njit(cache=True, nogil=True)
-def _addable(v: int, inset: NDArray[np.bool_], r: NDArray[np.bool_]) -> bool:
-    """Whether ``S + v`` is convex for a convex ``S``: no node outside lies on a path between them."""
-    n = inset.shape[0]
-    for w in range(n):
-        if inset[w] or w == v:
-            continue
-        if r[v, w] or r[w, v]:
-            for x in range(n):
-                if inset[x] and ((r[v, w] and r[w, x]) or (r[x, w] and r[w, v])):
-                    return False
-    return True
-
-
-@njit(cache=True, nogil=True)
 def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDArray[np.bool_],
          work: NDArray[np.int64], out: NDArray[np.int64], succ_ptr: NDArray[np.int64],
          succ: NDArray[np.int64], pred_ptr: NDArray[np.int64], pred: NDArray[np.int64]
@@ -69,6 +55,8 @@ def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDA
     of largest ``y`` that keeps the set convex and within ``cap``; it ends when none does."""
     n = y.shape[0]
     res = np.zeros((seeds.shape[0], n), dtype=np.bool_)
+    anc = np.zeros(n, dtype=np.bool_)
+    desc = np.zeros(n, dtype=np.bool_)
     for i in range(seeds.shape[0]):
         inset = np.zeros(n, dtype=np.bool_)
         inset[seeds[i]] = True
@@ -76,6 +64,7 @@ def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDA
             continue
         while True:
             best, best_y = -1, 0.0
+            _hull_marks(inset, r, anc, desc)
             for u in range(n):
                 if not inset[u]:
                     continue
@@ -89,7 +78,7 @@ def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDA
                         inset[v] = True
                         ok = set_cost(inset, work, out, succ_ptr, succ) <= cap
                         inset[v] = False
-                        if ok and _addable(v, inset, r):
+                        if ok and _convex_with(v, inset, r, anc, desc):
                             best, best_y = v, y[v]
             if best < 0:
                 break
@@ -232,6 +221,32 @@ def _convex_with(v: int, inset: NDArray[np.bool_], r: NDArray[np.bool_], anc: ND
 
 
 @njit(cache=True, nogil=True)
+def _best_addition(inset: NDArray[np.bool_], inside: NDArray[np.int64], y: NDArray[np.float64], base: float,
+                   room: np.int64, best_gain: float, r: NDArray[np.bool_], anc: NDArray[np.bool_],
+                   desc: NDArray[np.bool_], work: NDArray[np.int64], out: NDArray[np.int64],
+                   succ_ptr: NDArray[np.int64], pred_ptr: NDArray[np.int64], pred: NDArray[np.int64]
+                   ) -> tuple[float, int, int]:
+    """The node v outside S of largest ``y[v] - base`` above ``best_gain`` whose addition keeps S
+    convex (marks ``anc``, ``desc`` of S: :func:`_hull_marks`) and raises its cost by at most
+    ``room``: (its gain or ``best_gain``, v or -1, node visits of the convexity tests). S and
+    ``inside`` are left as they were."""
+    n = inset.shape[0]
+    best_v = -1
+    visits = 0
+    for v in range(n):
+        if inset[v] or y[v] - base <= best_gain:
+            continue
+        visits += n
+        if not _convex_with(v, inset, r, anc, desc):
+            continue
+        d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+        _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+        if d <= room:
+            best_gain, best_v = y[v] - base, v
+    return best_gain, best_v, visits
+
+
+@njit(cache=True, nogil=True)
 def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r: NDArray[np.bool_],
             work: NDArray[np.int64], out: NDArray[np.int64], succ_ptr: NDArray[np.int64],
             succ: NDArray[np.int64], pred_ptr: NDArray[np.int64], pred: NDArray[np.int64],
@@ -271,19 +286,11 @@ def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r:
                 break
             work_done += (2 * size + 1) * n   # the hull marks of S and of each S - u
             best_gain, best_u, best_v = 1e-9, -1, -1
-            # additions, and drops of nodes of negative y
+            # additions, then drops (of nodes of negative y) and swaps
             _hull_marks(inset, r, anc, desc)
-            for v in range(n):
-                if inset[v] or y[v] <= best_gain:
-                    continue
-                work_done += n
-                if not _convex_with(v, inset, r, anc, desc):
-                    continue
-                d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
-                _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
-                if cost + d <= cap:
-                    best_gain, best_u, best_v = y[v], -1, v
-            # drops and swaps
+            best_gain, best_v, visits = _best_addition(inset, inside, y, 0.0, cap - cost, best_gain, r, anc, desc,
+                                                       work, out, succ_ptr, pred_ptr, pred)
+            work_done += visits
             for u in range(n):
                 if not inset[u]:
                     continue
@@ -296,16 +303,12 @@ def improve(starts: NDArray[np.bool_], y: NDArray[np.float64], cap: np.int64, r:
                 if -y[u] > best_gain and cost + du <= cap and inset.any():
                     best_gain, best_u, best_v = -y[u], u, -1
                 _hull_marks(inset, r, anc, desc)
-                for v in range(n):
-                    if inset[v] or v == u or y[v] - y[u] <= best_gain:
-                        continue
-                    work_done += n
-                    if not _convex_with(v, inset, r, anc, desc):
-                        continue
-                    d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
-                    _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
-                    if cost + du + d <= cap:
-                        best_gain, best_u, best_v = y[v] - y[u], u, v
+                # (u itself is not a swap: its gain, 0, is never above best_gain)
+                gain, v, visits = _best_addition(inset, inside, y, y[u], cap - cost - du, best_gain, r, anc, desc,
+                                                 work, out, succ_ptr, pred_ptr, pred)
+                work_done += visits
+                if v >= 0:
+                    best_gain, best_u, best_v = gain, u, v
                 _toggle(u, inset, inside, work, out, succ_ptr, pred_ptr, pred)
                 _hull_marks(inset, r, anc, desc)
             if best_u < 0 and best_v < 0:
