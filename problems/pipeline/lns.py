@@ -1,13 +1,24 @@
 """CP-SAT large-neighbourhood search around a pipeline partition.
 
-A neighbourhood is a window of ``w`` adjacent stages ``a .. a+w-1`` (labels in DAG order
-of the quotient graph, 0..k-1, empty stages included): the nodes of those stages may move
-to any stage of the window, every other node stays where it is. The sub-problem is the
-exact MIP (:func:`problems.pipeline._mip.build_partition_model`, Archer et al. 2024,
-Fig. 3) with only the window's stages costed and every other node fixed, built over the
-free nodes alone (``label_range``: the fixed nodes' ``y`` are constants; at k = 16 on the
-REGAL-style graphs that makes 1.4-2.5x as many sub-solves per second as the full model with
-fixed domains, BENCHMARKS.md), hinted with the current partition and solved by CP-SAT for
+A neighbourhood is a window of ``w`` stages that is convex in the quotient graph (no path
+between two of its stages passes through a stage outside it): the nodes of those stages may
+move to any stage of the window, every other node stays where it is. A convex set of stages
+is contiguous in some topological order of the quotient graph (its outside ancestors, and
+every stage labelled below it, first; then the window; then the rest), so the stages are
+relabelled in that order and the window becomes ``w`` adjacent labels ``a .. a+w-1``.
+Windows of adjacent labels of the current numbering (labels in DAG order of the quotient
+graph, 0..k-1, empty stages included) are the identity case; the others are stages around a
+costly one, connected by tensors, that another numbering of the same partition makes
+adjacent (on partitions of seven REGAL-style graphs at k = 16: 33-148 such windows of 2-4
+stages beside the 42 of adjacent labels; alone for 20 s from those partitions, the LNS with
+them lowered the objective on six of the seven, by 0.4-1.7 %, where with adjacent labels
+only it did on two, BENCHMARKS.md).
+
+The sub-problem is the exact MIP (:func:`problems.pipeline._mip.build_partition_model`,
+Archer et al. 2024, Fig. 3) with only the window's stages costed and every other node fixed,
+built over the free nodes alone (``label_range``: the fixed nodes' ``y`` are constants; at
+k = 16 on the REGAL-style graphs that makes 1.4-2.5x as many sub-solves per second as the
+full model with fixed domains, BENCHMARKS.md), hinted with the current partition and solved by CP-SAT for
 a short time. The stages outside the window keep their node sets, and (with the window's
 nodes never in them) their cut tensors and hence their costs: minimising the window's
 bottleneck can only lower or keep the partition's bottleneck, so plateau moves (a lower
@@ -80,6 +91,8 @@ class Move:
     width: int
     status: str
     improved: Evaluation | None
+    #: the window's stages, in the labels of the partition it was solved from
+    stages: tuple[int, ...] = ()
 
 
 def stage_costs(ev: Evaluation, k: int) -> NDArray[np.float64]:
@@ -90,7 +103,8 @@ def stage_costs(ev: Evaluation, k: int) -> NDArray[np.float64]:
 
 
 class StageLNS:
-    """Large-neighbourhood search over windows of adjacent stages, for one instance and k.
+    """Large-neighbourhood search over windows of stages (convex in the quotient graph), for one
+    instance and k.
 
     Args:
         problem, k: the instance (at most k stages).
@@ -110,8 +124,10 @@ class StageLNS:
         self.cp_params: dict[str, Any] | None = None
         self.sc = _mip.scale(problem)
         self.current: Evaluation | None = None
-        # windows (start, width, band) solved from ``current`` without a gain
-        self._tried: set[tuple[int, int, int]] = set()
+        # windows (stages, band) solved from ``current`` without a gain
+        self._tried: set[tuple[tuple[int, ...], int]] = set()
+        # every window of ``current`` in the order tried (built at first use after a change)
+        self._shapes: list[tuple[int, ...]] | None = None
         #: most nodes a sub-problem frees (the band around the window's inner boundaries):
         #: adapted so that sub-solves are mostly proven within their time
         self.max_free = min(problem.n, START_FREE)
@@ -121,11 +137,13 @@ class StageLNS:
         """Start from the partition ``blocks`` (any labels of an acyclic partition into <= k stages)."""
         self.current = evaluate(self.problem, blocks, order, k=self.k)
         self._tried.clear()
+        self._shapes = None
 
-    def windows(self) -> list[tuple[int, int]]:
-        """Windows ``(start, width)`` not yet tried from :attr:`current` with the current band
-        (:attr:`max_free`), best candidates first: narrowest first (cheap), then around the
-        costliest stages first. When none is left the band widens, up to all nodes."""
+    def windows(self) -> list[tuple[int, ...]]:
+        """Windows (their stages, ascending labels of :attr:`current`) not yet tried from
+        :attr:`current` with the current band (:attr:`max_free`), best candidates first:
+        narrowest first (cheap), then around the costliest stages first, for each stage those
+        of adjacent labels first. When none is left the band widens, up to all nodes."""
         assert self.current is not None
         while True:
             out = self._windows()
@@ -133,32 +151,109 @@ class StageLNS:
                 return out
             self.max_free = min(self.problem.n, math.ceil(1.5 * self.max_free))
 
-    def _band(self, a: int, w: int) -> int:
-        """The tried-key band of window (a, w): -1 when it frees all its nodes."""
+    def _band(self, stages: tuple[int, ...]) -> int:
+        """The tried-key band of a window: -1 when it frees all its nodes."""
         assert self.current is not None
-        inside = int(((self.current.blocks >= a) & (self.current.blocks < a + w)).sum())
+        inside = int(np.isin(self.current.blocks, stages).sum())
         return -1 if inside <= self.max_free else self.max_free
 
-    def _windows(self) -> list[tuple[int, int]]:
+    def _windows(self) -> list[tuple[int, ...]]:
+        if self._shapes is None:
+            self._shapes = self._all_windows()
+        return [ws for ws in self._shapes if (ws, self._band(ws)) not in self._tried]
+
+    def _all_windows(self) -> list[tuple[int, ...]]:
+        """Every window of :attr:`current` in :meth:`windows`' order, whatever was tried: for each
+        width and each stage by falling cost (ties at random), the windows of adjacent labels
+        holding it (in random order), then the other convex ones holding it whose stages are
+        connected by tensors (in random order; nodes move between stages that share one)."""
         assert self.current is not None
-        costs = stage_costs(self.current, self.k)
-        ranked = np.lexsort((self.rng.random(self.k), -costs))
-        used = len(self.current.block_costs)
-        out: list[tuple[int, int]] = []
+        cur, k = self.current, self.k
+        costs = stage_costs(cur, k)
+        ranked = [int(t) for t in np.lexsort((self.rng.random(k), -costs))]
+        used = len(cur.block_costs)
+        reach, near = self._quotient(used)
+        out: list[tuple[int, ...]] = []
+        seen: set[tuple[int, ...]] = set()
+
+        def convex(ws: tuple[int, ...]) -> bool:
+            inside = np.zeros(used, dtype=bool)
+            inside[list(ws)] = True
+            after = reach[list(ws)].any(axis=0)      # reached from the window
+            before = reach[:, list(ws)].any(axis=1)  # reaching it
+            return not (after & before & ~inside).any()
+
         for w in range(2, self.max_width + 1):
+            # connected sets of w used stages, grown from each one by quotient neighbours
+            grown: dict[int, list[tuple[int, ...]]] = {t: [] for t in range(used)}
+            for t in range(used):
+                level = {(t,)}
+                for _ in range(w - 1):
+                    level = {tuple(sorted(ws + (u,))) for ws in level for v in ws for u in near[v] if u not in ws}
+                grown[t] = sorted(level)
             for t in ranked:
-                starts = [a for a in range(int(t) - w + 1, int(t) + 1) if 0 <= a and a + w <= self.k]
-                self.rng.shuffle(starts)
                 # a window must hold a node (the empty stages are the last ones)
-                out += [(a, w) for a in starts
-                        if a < used and (a, w, self._band(a, w)) not in self._tried and (a, w) not in out]
+                starts = [a for a in range(t - w + 1, t + 1) if 0 <= a and a + w <= k and a < used]
+                self.rng.shuffle(starts)
+                mine = [tuple(range(a, a + w)) for a in starts]
+                if t < used:
+                    others = [ws for ws in grown[t] if ws[-1] - ws[0] != w - 1 and convex(ws)]
+                    self.rng.shuffle(others)
+                    mine += others
+                for ws in mine:
+                    if ws not in seen:
+                        seen.add(ws)
+                        out.append(ws)
         return out
 
-    def free_nodes(self, a: int, w: int) -> NDArray[np.bool_]:
-        """The nodes window (a, w) frees: all of its nodes, or the :attr:`max_free` of them
-        nearest (in the schedule) to a boundary between two of its stages."""
+    def _quotient(self, used: int) -> tuple[NDArray[np.bool_], list[list[int]]]:
+        """The quotient graph of :attr:`current`'s ``used`` stages: (``reach[a, b]``: a path of
+        at least one edge from a to b; each stage's neighbours, either way)."""
         assert self.current is not None
-        labels, order = self.current.blocks, self.current.order
+        labels = self.current.blocks
+        e = self.problem.edges
+        a, b = labels[e[:, 0]], labels[e[:, 1]]
+        cross = a != b
+        reach = np.zeros((used, used), dtype=bool)
+        reach[a[cross], b[cross]] = True
+        near = [sorted(set(b[cross & (a == t)].tolist()) | set(a[cross & (b == t)].tolist())) for t in range(used)]
+        for m in range(used):   # transitive closure (Warshall)
+            reach |= reach[:, m:m + 1] & reach[m:m + 1, :]
+        return reach, near
+
+    def _layout(self, stages: tuple[int, ...]) -> tuple[NDArray[np.int64], int]:
+        """(``new[label]``, ``a``): a renumbering of the stages in DAG order of the quotient graph in
+        which ``stages`` (convex) are the adjacent labels ``a .. a+len(stages)-1``; the identity
+        for stages of adjacent labels. First every stage labelled below the window's first or
+        reaching one of its stages, then the window, then the rest, each in label order: no edge
+        goes back (a stage reached from the window and reaching it would be inside it)."""
+        assert self.current is not None
+        k = self.k
+        used = len(self.current.block_costs)
+        first = stages[0]
+        if stages[-1] - first == len(stages) - 1:
+            return np.arange(k, dtype=np.int64), first
+        reach, _ = self._quotient(used)
+        inside = np.zeros(k, dtype=bool)
+        inside[list(stages)] = True
+        before = np.zeros(k, dtype=bool)
+        before[:used] = reach[:, list(stages)].any(axis=1)
+        before[:first] = True
+        before &= ~inside
+        seq = np.concatenate([np.flatnonzero(before), np.flatnonzero(inside), np.flatnonzero(~before & ~inside)])
+        new = np.empty(k, dtype=np.int64)
+        new[seq] = np.arange(k)
+        return new, int(new[first])
+
+    def free_nodes(self, a: int, w: int, labels: NDArray[np.int64] | None = None,
+                   order: NDArray[np.int32] | None = None) -> NDArray[np.bool_]:
+        """The nodes window (a, w) frees: all of its nodes, or the :attr:`max_free` of them
+        nearest (in the schedule) to a boundary between two of its stages. ``labels`` and
+        ``order`` (stages contiguous, in label order): the partition numbered so that the window
+        is ``a .. a+w-1`` (default: :attr:`current`'s)."""
+        assert self.current is not None
+        if labels is None or order is None:
+            labels, order = self.current.blocks, self.current.order
         inside = (labels >= a) & (labels < a + w)
         if int(inside.sum()) <= self.max_free:
             return inside
@@ -175,19 +270,33 @@ class StageLNS:
 
     def solve_window(self, start: int, width: int, time_s: float = SOLVE_S,
                      should_stop: Callable[[], bool] | None = None) -> Move:
-        """Solve the window's sub-problem from :attr:`current`; keep its result if better."""
+        """Solve the window of the adjacent stages ``start .. start+width-1`` from :attr:`current`
+        (:meth:`solve_stages`)."""
+        return self.solve_stages(tuple(range(start, start + width)), time_s, should_stop)
+
+    def solve_stages(self, stages: tuple[int, ...], time_s: float = SOLVE_S,
+                     should_stop: Callable[[], bool] | None = None) -> Move:
+        """Solve the window of ``stages`` (convex in the quotient graph, ascending labels of
+        :attr:`current`) from :attr:`current`; keep its result if better."""
         assert self.current is not None
         cur = self.current
-        labels = cur.blocks
-        k, a, w = self.k, start, width
-        band = self._band(a, w)
-        free = self.free_nodes(a, w)
+        k, w = self.k, len(stages)
+        new, a = self._layout(stages)
+        labels = new[cur.blocks]
+        costs = np.empty(k)
+        costs[new] = stage_costs(cur, k)
+        pos = np.empty(self.problem.n, dtype=np.int64)
+        pos[cur.order] = np.arange(self.problem.n)
+        # the current schedule stage by stage in the new numbering: still topological, as the
+        # numbering is a DAG order and the old schedule is topological
+        order = cur.order if a == stages[0] else np.lexsort((pos, labels)).astype(np.int32)
+        band = self._band(stages)
+        free = self.free_nodes(a, w, labels, order)
         # a free node may take any stage of the window, every other node stays where it is;
         # only the free nodes' y inside the window are variables
         ranges = [(a, a + w - 1) if free[v] else (int(labels[v]), int(labels[v])) for v in range(self.problem.n)]
         pm = _mip.build_partition_model(self.problem, self.sc, k, costed=list(range(a + 1, a + w + 1)),
                                         label_range=ranges)
-        costs = stage_costs(cur, k)
         # the current window is feasible at its rounded-down integer bottleneck; nothing worse is wanted
         cap = pm.scaled.floor_of(Fraction(float(costs[a:a + w].max())))
         pm.model.add(pm.objective <= cap)
@@ -198,14 +307,11 @@ class StageLNS:
         self.solves += 1
         improved = None
         if status in ("optimal", "feasible"):
-            new = np.asarray(_mip.labels_from(pm, solver.value), dtype=np.int64)
+            got = np.asarray(_mip.labels_from(pm, solver.value), dtype=np.int64)
             # the schedule: the current one, stage by stage (topological: the stages are in DAG
             # order, the old schedule is topological), so that the stages outside the window
             # keep their schedules, hence their costs, also with a memory limit
-            pos = np.empty(self.problem.n, dtype=np.int64)
-            pos[cur.order] = np.arange(self.problem.n)
-            order = np.lexsort((pos, new)).astype(np.int32)
-            ev = evaluate(self.problem, new, order, k=k)
+            ev = evaluate(self.problem, got, np.lexsort((pos, got)).astype(np.int32), k=k)
             # the window's nodes fill exactly the window's non-empty stages (evaluate renumbers
             # the stages when one empties)
             moved = (labels >= a) & (labels < a + w)
@@ -221,10 +327,11 @@ class StageLNS:
         if improved is not None:
             self.current = improved
             self._tried.clear()
+            self._shapes = None
         else:
             # proven locally optimal, or not solved in time: either way not again from here
-            self._tried.add((a, w, band))
-        return Move(a, w, status, improved)
+            self._tried.add((stages, band))
+        return Move(stages[0], w, status, improved, stages)
 
     def run(self, budget_s: float, should_stop: Callable[[], bool] = lambda: False,
             solve_s: float = SOLVE_S) -> list[Move]:
@@ -239,10 +346,10 @@ class StageLNS:
             cands = self.windows()
             if not cands:
                 break
-            a, w = cands[0]
+            ws = cands[0]
             left = t_end - time.monotonic()
             # a wider window is a larger model: it gets proportionally more time
-            moves.append(self.solve_window(a, w, max(0.05, min(solve_s * (w - 1), left)), should_stop))
+            moves.append(self.solve_stages(ws, max(0.05, min(solve_s * (len(ws) - 1), left)), should_stop))
             if time.monotonic() >= t_end:
                 break
         return moves

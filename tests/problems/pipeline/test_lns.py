@@ -77,6 +77,79 @@ def test_window_optimum_equals_brute_force(i: int) -> None:
             assert old <= brute + tol
 
 
+def _quotient_reach(p: PipelineProblem, labels: np.ndarray, m: int) -> np.ndarray:
+    """reach[a, b]: a path of at least one edge from stage a to stage b (naive closure)."""
+    reach = np.zeros((m, m), dtype=bool)
+    for u, v in p.edges:
+        if labels[u] != labels[v]:
+            reach[labels[u], labels[v]] = True
+    for _ in range(m):
+        reach = reach | ((reach.astype(int) @ reach.astype(int)) > 0)
+    return reach
+
+
+def _stages_brute_force(p: PipelineProblem, labels: np.ndarray, stages: tuple[int, ...], m: int) -> float:
+    """Least bottleneck over the window's stages, over every assignment of the window's nodes to
+    the window's stages whose quotient graph stays acyclic and in which no window stage reaches
+    one labelled below it (the window keeps its order; reference block costs)."""
+    free = [v for v in range(p.n) if labels[v] in stages]
+    best = math.inf
+    for choice in itertools.product(stages, repeat=len(free)):
+        lab = labels.copy()
+        lab[free] = choice
+        reach = _quotient_reach(p, lab, m)
+        if reach.diagonal().any() or any(reach[b, a] for a in stages for b in stages if a < b):
+            continue
+        costs = [reference.block_cost(p, [v for v in range(p.n) if lab[v] == b]) for b in stages
+                 if (lab == b).any()]
+        best = min(best, max(costs))
+    return best
+
+
+@pytest.mark.parametrize("i", range(16))
+def test_windows_of_stages_apart_equal_brute_force(i: int) -> None:
+    """Windows whose stages are not adjacent labels (convex in the quotient graph, made adjacent
+    by another numbering): the window's optimum equals brute force over the moves that keep the
+    partition acyclic and the window's order; kept moves re-score equal and leave every stage
+    outside the window as it was."""
+    p = random_dag(7 + i % 2, 8300 + i, p=0.3, memory=False, bandwidth=(1.0, 0.7, 3.0)[i % 3])
+    k = 5
+    start = poor_split(p, k, i)
+    lns = StageLNS(p, k, np.random.default_rng(i))
+    lns.reset(start.blocks, start.order)
+    labels = lns.current.blocks.copy()
+    m = len(lns.current.block_costs)
+    reach = _quotient_reach(p, labels, m)
+    apart = [ws for w in (2, 3, 4) for ws in itertools.combinations(range(m), w)
+             if ws[-1] - ws[0] != w - 1
+             and not any(reach[a, x] and reach[x, b] for x in range(m) if x not in ws for a in ws for b in ws)]
+    listed = {ws for ws in lns.windows() if ws[-1] - ws[0] != len(ws) - 1}
+    assert listed <= set(apart)   # every listed window of stages apart is convex
+    for ws in (ws for ws in apart if len(ws) <= 3):
+        lns.reset(start.blocks, start.order)
+        old = float(stage_costs(lns.current, k)[list(ws)].max())
+        brute = _stages_brute_force(p, labels, ws, m)
+        move = lns.solve_stages(ws, time_s=10.0)
+        assert move.status in ("optimal", "infeasible") and move.stages == ws
+        tol = 1e-9 * max(1.0, brute)
+        if move.improved is None:   # proven: no move of the window's nodes does better
+            assert old <= brute + tol
+            continue
+        ev = move.improved
+        again = evaluate(p, ev.blocks, ev.order, k=k)
+        assert again.objective == ev.objective and ev.objective <= lns_objective(p, start, k)
+        inside = np.isin(labels, ws)
+        assert float(ev.block_costs[np.unique(ev.blocks[inside])].max()) == pytest.approx(brute, abs=tol)
+        for b in set(range(m)) - set(ws):   # the other stages keep their nodes, hence their costs
+            same = labels == b
+            assert len(set(ev.blocks[same].tolist())) == 1
+            assert set(np.flatnonzero(ev.blocks == ev.blocks[same][0]).tolist()) == set(np.flatnonzero(same).tolist())
+
+
+def lns_objective(p: PipelineProblem, start: Any, k: int) -> float:
+    return evaluate(p, start.blocks, start.order, k=k).objective
+
+
 def test_kept_moves_rescore_equal_and_never_worsen() -> None:
     p = regal_like(2026, n=45)
     k = 4
