@@ -173,15 +173,19 @@ class StageLNS:
         ranked = [int(t) for t in np.lexsort((self.rng.random(k), -costs))]
         used = len(cur.block_costs)
         reach, near = self._quotient(used)
+        # the stages each stage reaches, and those reaching it, as bit masks
+        down = [sum(1 << int(b) for b in np.flatnonzero(reach[t])) for t in range(used)]
+        up = [sum(1 << int(a) for a in np.flatnonzero(reach[:, t])) for t in range(used)]
         out: list[tuple[int, ...]] = []
         seen: set[tuple[int, ...]] = set()
 
         def convex(ws: tuple[int, ...]) -> bool:
-            inside = np.zeros(used, dtype=bool)
-            inside[list(ws)] = True
-            after = reach[list(ws)].any(axis=0)      # reached from the window
-            before = reach[:, list(ws)].any(axis=1)  # reaching it
-            return not (after & before & ~inside).any()
+            inside = after = before = 0
+            for t in ws:
+                inside |= 1 << t
+                after |= down[t]    # reached from the window
+                before |= up[t]     # reaching it
+            return not (after & before & ~inside)
 
         for w in range(2, self.max_width + 1):
             # connected sets of w used stages, grown from each one by quotient neighbours
