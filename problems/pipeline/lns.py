@@ -189,7 +189,7 @@ class StageLNS:
 
         for w in range(2, self.max_width + 1):
             # connected sets of w used stages, grown from each one by quotient neighbours
-            grown: dict[int, list[tuple[int, ...]]] = {t: [] for t in range(used)}
+            grown: dict[int, list[tuple[int, ...]]] = {}
             for t in range(used):
                 level = {(t,)}
                 for _ in range(w - 1):
@@ -291,9 +291,10 @@ class StageLNS:
         costs[new] = stage_costs(cur, k)
         pos = np.empty(self.problem.n, dtype=np.int64)
         pos[cur.order] = np.arange(self.problem.n)
-        # the current schedule stage by stage in the new numbering: still topological, as the
-        # numbering is a DAG order and the old schedule is topological
-        order = cur.order if a == stages[0] else np.lexsort((pos, labels)).astype(np.int32)
+        # the current schedule stage by stage in the new numbering (the schedule itself when the
+        # numbering is the identity): still topological, as the numbering is a DAG order and the
+        # old schedule is topological
+        order = np.lexsort((pos, labels)).astype(np.int32)
         band = self._band(stages)
         free = self.free_nodes(a, w, labels, order)
         # a free node may take any stage of the window, every other node stays where it is;
