@@ -227,3 +227,36 @@ def test_weighting_limit_is_solver_work_so_busy_cores_do_not_change_the_bound(mo
         assert runs[1] == runs[0], (seed, runs)
         limited += sum(s in ("feasible", "bound-only", "timeout") for s in runs[0][2])
     assert limited >= 1   # some solve ended on the limit: not vacuous
+
+
+def test_a_climbed_weighting_under_the_floor_ends_the_ascent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # scripted weightings: (value, status, steps) per call, values rising with mu as on regal_000
+    def scripted(values: list[float], status: str) -> list[float]:
+        calls: list[float] = []
+
+        def fake(problem, k, pi, time_limit_s, start, **kw):   # noqa: ANN001, ANN003, ANN202
+            calls.append(start)
+            v = values[len(calls) - 1]
+            # a first weighting that is not solved by minimising climbs caps (two steps)
+            return v, status, [[None, v, status], [1, v, status]] if status != "optimal" else [[None, v, status]]
+
+        monkeypatch.setattr(heaviest_block, "weighting_bound", fake)
+        return calls
+
+    p = regal_like(3, n=20)
+    rising = [100.0, 110.0, 120.0, 130.0, 140.0, 150.0, 160.0]
+    # climbed, under the floor from elsewhere: one weighting, and its value is the bound's own
+    calls = scripted(rising, "bound-only")
+    b = heaviest_block.heaviest_block_bound(p, 4, 60.0, floor=125.0)
+    assert len(calls) == 1 and b.value == 100.0 and b.detail["tried"][0][:2] == [0.0, 100.0]
+    # climbed, but above the floor: the ascent goes on while it rises
+    calls = scripted(rising, "bound-only")
+    b = heaviest_block.heaviest_block_bound(p, 4, 60.0, floor=95.0)
+    assert len(calls) == len(heaviest_block.MUS) and b.value == 160.0
+    # no floor: as before, until PATIENCE values without a rise
+    calls = scripted(rising, "bound-only")
+    assert heaviest_block.heaviest_block_bound(p, 4, 60.0).value == 160.0 and len(calls) == len(heaviest_block.MUS)
+    # minimised weightings that climb past the floor with mu keep going (regal_000 at k = 16)
+    calls = scripted(rising, "optimal")
+    b = heaviest_block.heaviest_block_bound(p, 4, 60.0, floor=125.0)
+    assert len(calls) == len(heaviest_block.MUS) and b.value == 160.0
