@@ -60,7 +60,7 @@ MUS: tuple[float, ...] = (0.1, 0.0, 0.2, 0.3, 0.5)
 LARGE_K = 9
 MUS_LARGE_K: tuple[float, ...] = (0.2, 0.1, 0.3, 0.5, 0.0)
 #: First cap this far above the best bound known (relative); doubles after a refutation (up to
-#: MAX_STEP) and halves after a cap that was not refuted.
+#: MAX_STEP) until a cap of the weighting is not refuted, and halves after each such cap.
 STEP = 0.01
 MAX_STEP = 0.04
 #: A weighting's climb ends when its step would fall below this (relative), or below
@@ -198,7 +198,8 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
     :func:`refute`, one weighting of ``mus`` after another (default :data:`MUS`, from k =
     :data:`LARGE_K` :data:`MUS_LARGE_K`), each from its own ``H(pi)`` where
     that is minimised within :data:`PLAIN_DET` and lies higher: the first cap :data:`STEP`
-    above, the step doubling after a refutation and halving after a cap that was not refuted,
+    above, the step doubling after a refutation (until a cap of the weighting is not refuted)
+    and halving after a cap that was not refuted,
     until it falls under :data:`MIN_STEP` (:data:`MIN_STEP_TIMEOUT` after a test out of time).
     Stops after :data:`PATIENCE` weightings in a row without a rise, at the time limit or when
     ``should_stop()`` says so. ``on_improve(value)`` reports every rise. The value is this
@@ -224,7 +225,7 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
     for mu in mus:
         pi = integer_weights(work + mu * touched)
         hints: dict[str, list[int] | None] = {}
-        step, tests, raised = STEP, 0, False
+        step, tests, raised, failed = STEP, 0, False, False
         quarter = -(-int(pi.sum()) // k)
         plain_from: int | None = None   # least cap where the ends held their k-th
         left = time_limit_s - (time.perf_counter() - t0)
@@ -262,8 +263,15 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
                     best, best_mu, raised = value, mu, True
                     if on_improve is not None:
                         on_improve(value)
-                step = min(2 * step, MAX_STEP)
+                if not failed:
+                    # once a cap of this weighting has failed, the doubled step after a refutation
+                    # failed again where the same step held (regal_009 at k = 16: +1 % refuted,
+                    # +2 % out of time, three times in a row); alone from the spectral bound on 14
+                    # REGAL-style graphs at k = 4 and 16, the same values or higher, 0-8 s sooner
+                    # (BENCHMARKS.md)
+                    step = min(2 * step, MAX_STEP)
             else:
+                failed = True
                 step /= 2
                 if status == "timeout" and step < MIN_STEP_TIMEOUT * (1 - 1e-9):
                     break

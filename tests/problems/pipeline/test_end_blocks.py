@@ -154,3 +154,34 @@ def test_large_k_starts_at_its_own_weighting_and_stays_under_the_optimum() -> No
         assert [t[0] for t in b.detail["tried"]] == list(end_blocks.MUS_LARGE_K[:len(b.detail["tried"])]), b.detail
     small = end_blocks.end_blocks_bound(regal_like(300, n=9), k - 1, 10.0)
     assert small.detail["tried"][0][0] == end_blocks.MUS[0]
+
+
+def test_the_step_stops_doubling_once_a_cap_of_the_weighting_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # scripted tests: every cap up to 3.5 % above the start is refuted, every one above times out
+    p = regal_like(3, n=20)
+    k = 4
+    start = bounds.simple_bound(p, k).value
+    lo0 = _mip.scale(p).floor_of(Fraction(start))
+    caps: list[tuple[int, str]] = []
+
+    def fake(problem, k, pi, cap, **kw):   # noqa: ANN001, ANN003, ANN202
+        status = "refuted" if cap <= 1.035 * lo0 else "timeout"
+        caps.append((cap, status))
+        return status, 0
+
+    monkeypatch.setattr(end_blocks, "refute", fake)
+    monkeypatch.setattr(end_blocks, "PLAIN_DET", 0.0)
+    b = end_blocks.end_blocks_bound(p, k, 30.0, mus=(0.0,))
+    assert any(s == "timeout" for _, s in caps) and b.value > start
+    lo, failed = lo0, False
+    gains = []
+    for cap, status in caps:
+        gains.append(((cap - lo) / lo, failed))
+        if status == "refuted":
+            lo = cap
+        else:
+            failed = True
+    # after the first failed cap no gain grows again (each later one at most the one before it)
+    after = [g for g, f in gains if f]
+    assert after and all(b <= a * (1 + 1e-6) + 1.0 / lo0 for a, b in zip(after, after[1:])), gains
+    assert any(s == "refuted" for (_, s), (_, f) in zip(caps, gains) if f)   # a refutation after a failure
