@@ -309,8 +309,8 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
     the rest of its time and every later weighting climb caps from the best bound known so
     far: ``floor`` (a valid bound from elsewhere, the spectral one in a run), this bound's
     best, or the closed-form bound. Stops also after :data:`PATIENCE` values in a row that do
-    not raise this bound, once a climbed weighting ends at or under ``floor``, at the time
-    limit, or when ``should_stop()`` says so.
+    not raise this bound, after the first weighting when that one climbed caps and ended at or
+    under ``floor``, at the time limit, or when ``should_stop()`` says so.
     ``on_improve(value)`` reports every rise. Other keyword arguments (the MIP methods'
     options) are ignored. The value is this method's own (it may lie below ``floor``).
     ``detail``: ``k``, ``mu`` (the best), ``tried`` (list
@@ -350,11 +350,12 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
                 on_improve(value)
         if since >= PATIENCE or (not climbing and status != "optimal" and value <= max(before, floor)):
             break
-        if climbing and value <= floor:
-            # climbed caps start above ``floor``; where the first weighting could not even be
-            # minimised and one refutes none of them, no later one did: alone at k = 16 on the 7
-            # such REGAL-style graphs of 23, 0 of 20 later weightings passed the spectral bound,
-            # and they took 5-13 s of a core that the end-blocks bound after it gets (BENCHMARKS.md)
+        if climbing and best <= floor:
+            # (only ever true after the first weighting) climbed caps start above ``floor``; where
+            # the first weighting could not even be minimised and refutes none of them, no later
+            # one did: alone at k = 16 on the 7 such REGAL-style graphs of 23, 0 of 20 later
+            # weightings passed the spectral bound, and they took 5-13 s of a core that the
+            # end-blocks bound after it gets (BENCHMARKS.md)
             break
     status = "bound-only" if tried else "timeout"
     return Bound("heaviest-block", best, status, time.perf_counter() - t0, "cp-sat",

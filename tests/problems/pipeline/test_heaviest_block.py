@@ -253,6 +253,10 @@ def test_a_climbed_weighting_under_the_floor_ends_the_ascent(monkeypatch: pytest
     calls = scripted(rising, "bound-only")
     b = heaviest_block.heaviest_block_bound(p, 4, 60.0, floor=95.0)
     assert len(calls) == len(heaviest_block.MUS) and b.value == 160.0
+    # a first one above the floor: later ones under it end the ascent only after PATIENCE of them
+    calls = scripted([130.0, 120.0, 110.0, 100.0, 90.0, 80.0, 70.0], "bound-only")
+    b = heaviest_block.heaviest_block_bound(p, 4, 60.0, floor=125.0)
+    assert len(calls) == 1 + heaviest_block.PATIENCE and b.value == 130.0
     # no floor: as before, until PATIENCE values without a rise
     calls = scripted(rising, "bound-only")
     assert heaviest_block.heaviest_block_bound(p, 4, 60.0).value == 160.0 and len(calls) == len(heaviest_block.MUS)
