@@ -126,8 +126,10 @@ class StageLNS:
         self.current: Evaluation | None = None
         # windows (stages, band) solved from ``current`` without a gain
         self._tried: set[tuple[tuple[int, ...], int]] = set()
-        # every window of ``current`` in the order tried (built at first use after a change)
+        # every window of ``current`` in the order tried, and its quotient graph (each built at
+        # first use after a change)
         self._shapes: list[tuple[int, ...]] | None = None
+        self._graph: tuple[NDArray[np.bool_], list[list[int]]] | None = None
         #: most nodes a sub-problem frees (the band around the window's inner boundaries):
         #: adapted so that sub-solves are mostly proven within their time
         self.max_free = min(problem.n, START_FREE)
@@ -135,9 +137,14 @@ class StageLNS:
 
     def reset(self, blocks: NDArray[np.int64] | list[int], order: NDArray[np.int32] | list[int] | None = None) -> None:
         """Start from the partition ``blocks`` (any labels of an acyclic partition into <= k stages)."""
-        self.current = evaluate(self.problem, blocks, order, k=self.k)
+        self._set_current(evaluate(self.problem, blocks, order, k=self.k))
+
+    def _set_current(self, ev: Evaluation) -> None:
+        """Make ``ev`` the partition the windows are taken from; nothing tried from it yet."""
+        self.current = ev
         self._tried.clear()
         self._shapes = None
+        self._graph = None
 
     def windows(self) -> list[tuple[int, ...]]:
         """Windows (their stages, ascending labels of :attr:`current`) not yet tried from
@@ -172,7 +179,7 @@ class StageLNS:
         costs = stage_costs(cur, k)
         ranked = [int(t) for t in np.lexsort((self.rng.random(k), -costs))]
         used = len(cur.block_costs)
-        reach, near = self._quotient(used)
+        reach, near = self._quotient()
         # the stages each stage reaches, and those reaching it, as bit masks
         down = [sum(1 << int(b) for b in np.flatnonzero(reach[t])) for t in range(used)]
         up = [sum(1 << int(a) for a in np.flatnonzero(reach[:, t])) for t in range(used)]
@@ -210,10 +217,14 @@ class StageLNS:
                         out.append(ws)
         return out
 
-    def _quotient(self, used: int) -> tuple[NDArray[np.bool_], list[list[int]]]:
-        """The quotient graph of :attr:`current`'s ``used`` stages: (``reach[a, b]``: a path of
-        at least one edge from a to b; each stage's neighbours, either way)."""
+    def _quotient(self) -> tuple[NDArray[np.bool_], list[list[int]]]:
+        """The quotient graph of :attr:`current`'s used stages (computed once per partition):
+        (``reach[a, b]``: a path of at least one edge from a to b; each stage's neighbours,
+        either way)."""
         assert self.current is not None
+        if self._graph is not None:
+            return self._graph
+        used = len(self.current.block_costs)
         labels = self.current.blocks
         e = self.problem.edges
         a, b = labels[e[:, 0]], labels[e[:, 1]]
@@ -223,7 +234,9 @@ class StageLNS:
         near = [sorted(set(b[cross & (a == t)].tolist()) | set(a[cross & (b == t)].tolist())) for t in range(used)]
         for m in range(used):   # transitive closure (Warshall)
             reach |= reach[:, m:m + 1] & reach[m:m + 1, :]
-        return reach, near
+        reach.flags.writeable = False
+        self._graph = (reach, near)
+        return self._graph
 
     def _layout(self, stages: tuple[int, ...]) -> tuple[NDArray[np.int64], int]:
         """(``new[label]``, ``a``): a renumbering of the stages in DAG order of the quotient graph in
@@ -233,15 +246,14 @@ class StageLNS:
         goes back (a stage reached from the window and reaching it would be inside it)."""
         assert self.current is not None
         k = self.k
-        used = len(self.current.block_costs)
         first = stages[0]
         if stages[-1] - first == len(stages) - 1:
             return np.arange(k, dtype=np.int64), first
-        reach, _ = self._quotient(used)
+        reach, _ = self._quotient()
         inside = np.zeros(k, dtype=bool)
         inside[list(stages)] = True
         before = np.zeros(k, dtype=bool)
-        before[:used] = reach[:, list(stages)].any(axis=1)
+        before[:len(reach)] = reach[:, list(stages)].any(axis=1)
         before[:first] = True
         before &= ~inside
         seq = np.concatenate([np.flatnonzero(before), np.flatnonzero(inside), np.flatnonzero(~before & ~inside)])
@@ -330,9 +342,7 @@ class StageLNS:
         else:   # not proven in time: next time free fewer than now
             self.max_free = max(MIN_FREE, int(0.7 * min(self.max_free, int(free.sum()))))
         if improved is not None:
-            self.current = improved
-            self._tried.clear()
-            self._shapes = None
+            self._set_current(improved)
         else:
             # proven locally optimal, or not solved in time: either way not again from here
             self._tried.add((stages, band))
