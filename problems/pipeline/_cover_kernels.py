@@ -52,19 +52,23 @@ def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDA
          ) -> NDArray[np.bool_]:
     """One grown set per seed (bool[len(seeds), n]); a seed whose singleton exceeds ``cap``
     gives an empty row. Each step adds the neighbour (predecessor or successor of a member)
-    of largest ``y`` that keeps the set convex and within ``cap``; it ends when none does."""
+    of largest ``y`` that keeps the set convex and within ``cap``; it ends when none does.
+    A candidate's cost is the set's plus its change (:func:`_toggle`, O(its degree)), and the
+    hull marks grow with each node added; neither is counted again over the graph."""
     n = y.shape[0]
     res = np.zeros((seeds.shape[0], n), dtype=np.bool_)
     anc = np.zeros(n, dtype=np.bool_)
     desc = np.zeros(n, dtype=np.bool_)
+    inside = np.zeros(n, dtype=np.int64)   # consumers of each tensor in the set
     for i in range(seeds.shape[0]):
         inset = np.zeros(n, dtype=np.bool_)
-        inset[seeds[i]] = True
-        if set_cost(inset, work, out, succ_ptr, succ) > cap:
+        inside[:] = 0
+        cost = _toggle(seeds[i], inset, inside, work, out, succ_ptr, pred_ptr, pred)
+        if cost > cap:
             continue
+        _hull_marks(inset, r, anc, desc)
         while True:
             best, best_y = -1, 0.0
-            _hull_marks(inset, r, anc, desc)
             for u in range(n):
                 if not inset[u]:
                     continue
@@ -75,14 +79,18 @@ def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDA
                         v = succ[e] if side == 0 else pred[e]
                         if inset[v] or y[v] <= best_y:
                             continue
-                        inset[v] = True
-                        ok = set_cost(inset, work, out, succ_ptr, succ) <= cap
-                        inset[v] = False
-                        if ok and _convex_with(v, inset, r, anc, desc):
+                        d = _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                        _toggle(v, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+                        if cost + d <= cap and _convex_with(v, inset, r, anc, desc):
                             best, best_y = v, y[v]
             if best < 0:
                 break
-            inset[best] = True
+            cost += _toggle(best, inset, inside, work, out, succ_ptr, pred_ptr, pred)
+            for w in range(n):   # the marks of S + best: S's and best's own
+                if r[w, best]:
+                    anc[w] = True
+                if r[best, w]:
+                    desc[w] = True
         res[i] = inset
     return res
 

@@ -58,6 +58,46 @@ def test_costs_closure_and_greedy_sets_against_naive_code() -> None:
                 assert _convex(p, S, desc) and reference.scaled_cost(p, S) <= cap, (i, S, cap)
 
 
+def test_grow_against_a_naive_greedy() -> None:
+    # the same greedy recounted naively: each step the neighbour of largest y (first met among
+    # members in index order, successors before predecessors) whose addition stays convex and
+    # within the cap; the kernel counts each candidate's cost change instead of the set's cost
+    from gapstop.problems.pipeline import _cover_kernels as kern
+
+    rng = np.random.default_rng(6)
+    grown_nodes = 0
+    for t in range(30):
+        p = regal_like(90 + t, n=16) if t % 2 else random_dag(12, 900 + t)
+        desc = _reach(p)
+        cover = Cover(p, 3)
+        sc_succ, sc_pred = reference.succs(p), [[u for u in range(p.n) if v in reference.succs(p)[u]]
+                                                 for v in range(p.n)]
+        y = rng.random(p.n)
+        cap = int(block_costs(p, np.ones((1, p.n), dtype=bool))[0]) // (2 + t % 4)
+        seeds = np.arange(p.n, dtype=np.int64)
+        rows = kern.grow(seeds, y, np.int64(cap), cover._reach, cover._work, cover._out, p.succ_ptr, p.succ,
+                         p.pred_ptr, p.pred)
+        for v0, row in zip(seeds.tolist(), rows):
+            S: set[int] = {v0}
+            if reference.scaled_cost(p, S) > cap:
+                assert not row.any(), (t, v0)
+                continue
+            while True:
+                best, best_y = -1, 0.0
+                for u in sorted(S):
+                    for v in [*sorted(sc_succ[u]), *sorted(sc_pred[u])]:
+                        if v in S or y[v] <= best_y:
+                            continue
+                        if reference.scaled_cost(p, S | {v}) <= cap and _convex(p, S | {v}, desc):
+                            best, best_y = v, y[v]
+                if best < 0:
+                    break
+                S.add(best)
+            assert set(np.flatnonzero(row).tolist()) == S, (t, v0)
+            grown_nodes += len(S) - 1
+    assert grown_nodes >= 200, grown_nodes   # not vacuous
+
+
 def test_best_intervals_against_every_interval() -> None:
     from gapstop.problems.pipeline import _cover_kernels as kern
     from gapstop.problems.pipeline._kernels import kahn_order
