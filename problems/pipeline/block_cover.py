@@ -518,9 +518,9 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
     The first cap lies :data:`STEP` above ``max(floor, closed-form bound)`` (``floor``: a
     valid bound from elsewhere, the spectral one in a run). A refuted cap becomes the new
     start and the step doubles; a cap not refuted bounds the climb from above and the
-    step halves (the next cap at most half way to it). The first cap gets half the time left,
-    later ones at most :data:`TRY_FACTOR` times the last refutation's time (at least
-    :data:`MIN_TRY_S`).
+    step halves (the next cap at most half way to it). The first cap gets all the time left,
+    later ones half of it and at most :data:`TRY_FACTOR` times the last refutation's time (at
+    least :data:`MIN_TRY_S`).
     Ends at the first cap not refuted if none was before it, when the step falls below
     :data:`MIN_STEP`, at the time limit, or when
     ``should_stop()`` says so. ``on_improve(value)`` reports every rise. Other keyword
@@ -546,7 +546,10 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
         if left <= 0.05 or lo <= 0 or gain < MIN_STEP * lo:
             break
         cap = lo + gain
-        allowance = left / 2 if gain > 2 * MIN_STEP * lo else left
+        # the first cap gets all the time left: where it is not refuted the climb ends there anyway,
+        # and beside a run's search the first caps of regal_001 and regal_007 at k = 16 (refuted
+        # alone in 5-20 s) ran out of half the thread's time and the thread then stood idle
+        allowance = left / 2 if gain > 2 * MIN_STEP * lo and caps else left
         if last_ok is not None:
             # the columns are in place after the first refutation: later ones take seconds, and
             # a cap far from refuted would otherwise spend half the time left tailing off

@@ -392,6 +392,26 @@ def test_a_climb_that_has_refuted_nothing_ends_at_its_first_cap_not_refuted(monk
     assert len(caps) == 1 and got.value == bounds.simple_bound(p, 4).value, (caps, got)
 
 
+def test_the_first_cap_gets_all_the_time_left_and_later_ones_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    # where the first cap is not refuted the climb ends there, so it may use the whole time; once
+    # one is refuted, a cap gets half the time left and at most TRY_FACTOR x the last refutation's
+    import gapstop.problems.pipeline.block_cover as block_cover
+
+    p = regal_like(8, n=40)
+    given: list[float] = []
+
+    def refute(self: Cover, cap: int, time_limit_s: float, **_: object) -> tuple[float, dict]:
+        given.append(time_limit_s)
+        ok = len(given) == 1
+        value = float(Fraction(cap + 1) / self.sc.s) if ok else -math.inf
+        return value, {"why": "refuted" if ok else "time", "seconds": 0.01, "lp": 0.0, "rounds": 1, "greedy": 0}
+
+    monkeypatch.setattr(Cover, "refute", refute)
+    block_cover_bound(p, 4, 30.0)
+    assert len(given) >= 2 and given[0] > 29.0, given
+    assert all(g <= block_cover.MIN_TRY_S + 1e-9 for g in given[1:]), given
+
+
 def test_after_a_refutation_a_cap_not_refuted_halves_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     p = regal_like(8, n=40)
     caps = _scripted_refute(monkeypatch, [True])
