@@ -86,11 +86,7 @@ def grow(seeds: NDArray[np.int64], y: NDArray[np.float64], cap: np.int64, r: NDA
             if best < 0:
                 break
             cost += _toggle(best, inset, inside, work, out, succ_ptr, pred_ptr, pred)
-            for w in range(n):   # the marks of S + best: S's and best's own
-                if r[w, best]:
-                    anc[w] = True
-                if r[best, w]:
-                    desc[w] = True
+            _mark(best, r, anc, desc)   # the marks of S + best: S's and best's own
         res[i] = inset
     return res
 
@@ -200,18 +196,23 @@ def _toggle(v: int, inset: NDArray[np.bool_], inside: NDArray[np.int64], work: N
 
 
 @njit(cache=True, nogil=True)
+def _mark(x: int, r: NDArray[np.bool_], anc: NDArray[np.bool_], desc: NDArray[np.bool_]) -> None:
+    """Add member ``x``'s own marks: ``anc[w]`` where w reaches x, ``desc[w]`` where x reaches w."""
+    for w in range(r.shape[0]):
+        if r[w, x]:
+            anc[w] = True
+        if r[x, w]:
+            desc[w] = True
+
+
+@njit(cache=True, nogil=True)
 def _hull_marks(inset: NDArray[np.bool_], r: NDArray[np.bool_], anc: NDArray[np.bool_], desc: NDArray[np.bool_]) -> None:
     """``anc[w]``: w reaches a member of S; ``desc[w]``: a member reaches w."""
-    n = inset.shape[0]
     anc[:] = False
     desc[:] = False
-    for x in range(n):
+    for x in range(inset.shape[0]):
         if inset[x]:
-            for w in range(n):
-                if r[w, x]:
-                    anc[w] = True
-                if r[x, w]:
-                    desc[w] = True
+            _mark(x, r, anc, desc)
 
 
 @njit(cache=True, nogil=True)

@@ -70,8 +70,8 @@ def test_grow_against_a_naive_greedy() -> None:
         p = regal_like(90 + t, n=16) if t % 2 else random_dag(12, 900 + t)
         desc = _reach(p)
         cover = Cover(p, 3)
-        sc_succ, sc_pred = reference.succs(p), [[u for u in range(p.n) if v in reference.succs(p)[u]]
-                                                 for v in range(p.n)]
+        sc_succ = reference.succs(p)
+        sc_pred = [[u for u in range(p.n) if v in sc_succ[u]] for v in range(p.n)]
         y = rng.random(p.n)
         cap = int(block_costs(p, np.ones((1, p.n), dtype=bool))[0]) // (2 + t % 4)
         seeds = np.arange(p.n, dtype=np.int64)
