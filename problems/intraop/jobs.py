@@ -11,7 +11,9 @@ Each job is ``job(problem, ctx, seed, num_workers)`` and reports through ``ctx``
   multipliers' usage prices (a Lagrangian heuristic), whose solutions it reports. Once that
   search has stalled (:data:`PRICED_STALL` iterations) behind the run's incumbent, the rest of
   the time goes to CP-SAT neighbourhood moves on the incumbent
-  (:class:`~problems.intraop.lns.NeighbourhoodSearch`), which follow every better incumbent.
+  (:class:`~problems.intraop.lns.NeighbourhoodSearch`), which follow every better incumbent,
+  until they yield less than :data:`MOVES_MIN_GAIN` of it in :data:`MOVES_WINDOW_S`; then the slot
+  is left idle, so that the island has the machine to itself.
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ LAGRANGIAN_HEURISTIC_SHARE = 0.5
 #: incumbent. On instance S (240 s) the priced search never held the incumbent, and 25 s of
 #: moves took the island's stalled 1515131471 to 1514394972 (0.0486 % less).
 PRICED_STALL = 60
+
+#: The neighbourhood moves end, leaving the bound slot idle to the end of the run, once their own
+#: finds over the last this many seconds lowered the incumbent by less than
+#: :data:`MOVES_MIN_GAIN` of its cost. Beside them the island makes about 15 % fewer
+#: iterations (a second busy core, and the interpreter lock their model building holds). On
+#: instance M (180 s) the moves found 2-18 units of 5e10 per run, and the island, given the core
+#: back, reached the two-thread runner's cost on seeds 0-2; on S their finds of note came within
+#: 25 s (0.0486 % on one run), so there they run on (BENCHMARKS.md, "moves that end").
+MOVES_WINDOW_S = 20.0
+MOVES_MIN_GAIN = 1e-6
 
 #: a neighbourhood move with less time than this left does not start (CP-SAT's set-up alone takes longer)
 MIN_MOVE_S = 0.2
@@ -99,10 +111,13 @@ def _stalled_behind(search: Any, incumbent_cost: Callable[[], float | None]) -> 
     return ub is not None and (own is None or ub < own.cost)
 
 
-def neighbourhood_moves(prep: Any, ctx: Any, end: float, seed: int) -> None:
-    """CP-SAT neighbourhood moves on the run's incumbent until ``end`` (``time.perf_counter()``)
-    or ``ctx.should_stop()``; each cheaper solution is reported. A cheaper incumbent found
-    meanwhile by another job replaces the one being improved."""
+def neighbourhood_moves(prep: Any, ctx: Any, end: float, seed: int, *,
+                        window_s: float = MOVES_WINDOW_S, min_gain: float = MOVES_MIN_GAIN) -> None:
+    """CP-SAT neighbourhood moves on the run's incumbent until ``end`` (``time.perf_counter()``),
+    ``ctx.should_stop()``, or the moves' own finds over the last ``window_s`` seconds lowering
+    the cost by less than ``min_gain`` of it (the first ``window_s`` seconds always run); each
+    cheaper solution is reported. A cheaper incumbent found meanwhile by another job replaces
+    the one being improved (that drop is not the moves' yield)."""
     import numpy as np
 
     from gapstop.problems.intraop.lns import NeighbourhoodSearch
@@ -111,10 +126,18 @@ def neighbourhood_moves(prep: Any, ctx: Any, end: float, seed: int) -> None:
     if sol is None:
         return
     moves = NeighbourhoodSearch(prep, np.asarray(sol, dtype=np.int64), seed)
+    start = time.perf_counter()
+    gains: list[tuple[float, int]] = []  # (time, cost lowered) of each of the moves' own finds
     # a move is not interrupted: none starts that the recent ones say would end after ``end``
     while (left := end - time.perf_counter()) > max(MIN_MOVE_S, moves.recent_move_s) and not ctx.should_stop():
-        for _, found in moves.step(min(1.0, left)):
+        before = moves.cost
+        for found_cost, found in moves.step(min(1.0, left)):
             ctx.solution([int(s) for s in found], "lagrangian-neighbourhood")
+            gains.append((time.perf_counter(), before - found_cost))
+            before = found_cost
+        now = time.perf_counter()
+        if now - start >= window_s and sum(g for t, g in gains if t >= now - window_s) < min_gain * moves.cost:
+            return
         cost, sol = ctx.incumbent()
         if sol is not None and cost is not None and cost < moves.cost:
             moves.offer(np.asarray(sol, dtype=np.int64), int(cost))

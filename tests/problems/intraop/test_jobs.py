@@ -134,3 +134,41 @@ def test_neighbourhood_moves_continue_from_a_cheaper_incumbent_found_meanwhile(m
     jobs.neighbourhood_moves(None, ctx, time.perf_counter() + 5.0, 0)
     assert len(made) == 1 and made[0].offers == [500]  # its own solutions are never offered back
     assert reported == [999, 998, 997, 499, 498, 497, 496, 495]
+
+
+@pytest.mark.parametrize("gain, finds_for_s, expect_s", [
+    (1000, 0.3, 0.4),  # worth their time for 0.3 s: they run until a window after the last find
+    (1, 0.3, 0.1),  # below min_gain from the start: they end after the first window
+])
+def test_neighbourhood_moves_end_when_they_stop_paying(monkeypatch, gain: int, finds_for_s: float,
+                                                       expect_s: float) -> None:
+    from gapstop.problems.intraop import lns
+
+    class Moves:
+        """Each step lowers the cost by ``gain`` during the first ``finds_for_s`` seconds, then finds nothing."""
+
+        recent_move_s = 0.01
+
+        def __init__(self, prep: Any, sol: Any, seed: int) -> None:
+            self.cost, self.t0 = int(sol[0]), time.perf_counter()
+
+        def step(self, budget_s: float) -> list[tuple[int, Any]]:
+            time.sleep(0.01)
+            if time.perf_counter() - self.t0 > finds_for_s:
+                return []
+            self.cost -= gain
+            return [(self.cost, np.array([self.cost]))]
+
+        def offer(self, sol: Any, cost: int) -> None:
+            raise AssertionError("no other job improves the incumbent here")
+
+    monkeypatch.setattr(lns, "NeighbourhoodSearch", Moves)
+    reported: list[int] = []
+    ctx = SimpleNamespace(incumbent=lambda: (10**6, [10**6]), should_stop=lambda: False,
+                          solution=lambda sol, source: reported.append(sol[0]))
+    t0 = time.perf_counter()
+    # min_gain 1e-3 of about 1e6: 1000 units a window (0.1 s, some 9 steps) is enough, 9 units is not
+    jobs.neighbourhood_moves(None, ctx, t0 + 5.0, 0, window_s=0.1, min_gain=1e-3)
+    took = time.perf_counter() - t0
+    assert expect_s - 0.02 <= took < expect_s + 0.5  # and long before the end, 5 s away
+    assert reported and reported == sorted(reported, reverse=True)
