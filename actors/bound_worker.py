@@ -8,7 +8,7 @@ from typing import Any
 import ray
 
 from gapstop.actors.session_handle import SessionHandle
-from gapstop.engine.workers import JobContext
+from gapstop.engine.workers import JobContext, run_job
 from gapstop.problems import registry
 
 
@@ -27,7 +27,7 @@ class BoundWorker:
         session.hello(self.name, ray.get_runtime_context().get_node_id())
         ctx = JobContext(session, f"{self.name}:{spec['kind']}", time.monotonic() + deadline_in_s)
         try:
-            self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed, num_workers=self.num_threads)
+            run_job(self.adapter, self.problem, self.params, spec, ctx, self.seed, self.num_threads)
         finally:
             session.flush()
         return spec["kind"]

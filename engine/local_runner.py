@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -21,12 +20,16 @@ from typing import Any, Callable, Iterator
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.session import Session
 from gapstop.engine.solve_loop import EPOCH_S, OutFile, drive
-from gapstop.engine.workers import JobContext, run_island
+from gapstop.engine.interrupts import signals_held, sigterm_raises
+from gapstop.engine.workers import JobContext, run_island, run_job
 
 #: how often an in-process bound job asks the session whether to stop (seconds)
 JOB_POLL_S = 0.05
-#: longest wait for the worker threads when the run ends (they stop within a step)
-JOIN_S = 30.0
+#: longest wait for the worker threads when the run ends, all together. Every job sees the run's
+#: stop within one of its steps (:mod:`engine.cancel`), so a healthy run never waits this long;
+#: a job still running then is named on stderr and in the event log, and the process ends
+#: without it (its thread is a daemon; the result is already written)
+JOIN_S = 5.0
 #: longest wait of the islands' set-up for a head-start job to be ready (see :class:`ThreadBackend`)
 SETUP_WAIT_S = 1.0
 #: the interpreter's thread switch interval during a run (seconds; Python's default is 0.005).
@@ -161,14 +164,13 @@ class ThreadBackend:
             ctx = JobContext(reports, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S,
                              on_ready=self.job_under_way.set if gate else None)
             try:
-                self.adapter.run_bound_job(self.problem, self.params, spec, ctx, self.seed,
-                                           num_workers=self.threads_per_job)
+                run_job(self.adapter, self.problem, self.params, spec, ctx, self.seed, self.threads_per_job)
             finally:
                 if gate:
                     self.job_under_way.set()
                 self.reports.flush()  # its last bound counts before the next job is planned
 
-        return self._spawn(body, worker)
+        return self._spawn(body, f"{worker}:{spec['kind']}")
 
     def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, str | None]]:
         out = []
@@ -180,13 +182,16 @@ class ThreadBackend:
             pass
         return out
 
-    def stop(self) -> None:
-        """Stop every worker and wait for it (a step or a solver's stop check)."""
+    def stop(self) -> list[str]:
+        """Stop every worker and wait for it (a step or a solver's stop check), at most
+        :data:`JOIN_S` in all; returns the names of the workers still running then."""
         self.quit.set()
         self.job_under_way.set()
+        end = time.monotonic() + JOIN_S
         for t in self.threads:
-            t.join(timeout=JOIN_S)
+            t.join(timeout=max(0.0, end - time.monotonic()))
         self.reports.close()
+        return [t.name for t in self.threads if t.is_alive()]
 
 
 def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: str, config: dict[str, Any],
@@ -225,14 +230,21 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
     backend = ThreadBackend(adapter, problem, params, session, seed, n_search, 1)
     extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
     with switch_interval(SWITCH_INTERVAL_S):
-        reason = drive(session, backend, plan, n_search, n_bound, t_end=end, head_s=head, extend=extend,
-                       poll_s=poll_s, on_tick=tick)
-        with sigint_held():  # the result is being written: a second Ctrl-C must not lose it
+        with sigterm_raises():  # SIGTERM stops the run as Ctrl-C does
+            reason = drive(session, backend, plan, n_search, n_bound, t_end=end, head_s=head, extend=extend,
+                           poll_s=poll_s, on_tick=tick)
+        with signals_held():  # the result is being written: a second signal must not lose it
             backend.quit.set()
             backend.reports.flush()  # what the bound jobs reported before the stop counts
             doc = session.finalize(reason)
             out.final(doc)
-            backend.stop()
+            t_stop = time.monotonic()
+            late = backend.stop()
+            if late:
+                waited = time.monotonic() - t_stop
+                session.report_overrun(late, waited)
+                print(f"warning: {', '.join(late)} did not stop within {waited:.1f} s of the run's end; "
+                      "the process ends without waiting for it", file=sys.stderr, flush=True)
     return doc
 
 
@@ -247,14 +259,3 @@ def switch_interval(seconds: float) -> Iterator[None]:
         sys.setswitchinterval(before)
 
 
-@contextlib.contextmanager
-def sigint_held() -> Iterator[None]:
-    """Ignore Ctrl-C while the block runs (main thread only: elsewhere signals cannot be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

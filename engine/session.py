@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gapstop.engine.coordinator import Coordinator
+from gapstop.engine.coordinator import Coordinator, Event
 from gapstop.engine.records import Bound
 from gapstop.engine.rundir import RunDir
 from gapstop.engine.stopping import Clock, standard
@@ -67,6 +67,10 @@ class Session:
         for b in adapter.initial_bounds(problem, params):
             self.coord.offer_bound(b, "coordinator")
         self.rundir.checkpoint(self.coord, self.clock.elapsed())
+        if resume and self.coord.incumbent is not None:
+            # the restored incumbent rewrote result.json before its bounds were back: the answer
+            # given if this session is cut short must carry them
+            self._write_running()
 
     def _on_incumbent(self, inc: Any) -> None:
         self.rundir.record_incumbent(inc)
@@ -141,6 +145,14 @@ class Session:
         """A worker failed (it is replaced): the failure goes into ``worker_errors``."""
         with self.lock:
             self.errors.append(f"{worker}: {text}")
+
+    def report_overrun(self, workers: list[str], waited_s: float) -> None:
+        """Workers still running ``waited_s`` after the run's end: an ``error`` event each (the
+        result is final by then; a healthy run never has one)."""
+        with self.lock:
+            for w in workers:
+                self.rundir.record_event(Event(self.clock.elapsed(), w, "error", math.inf, "stop",
+                                               f"error: still running {waited_s:.1f} s after the run's end"))
 
     def annotate(self, key: str, value: Any) -> None:
         """Add ``key: value`` to the final result document (e.g. how the run used its time)."""

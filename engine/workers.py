@@ -21,6 +21,7 @@ import math
 import time
 from typing import Any, Callable
 
+from gapstop.engine import cancel
 from gapstop.engine.records import Bound
 
 #: how often a held search worker asks whether it may go on (seconds)
@@ -52,6 +53,14 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
     are reported at once. ``pause(s)``: how it waits while held (e.g. an event's ``wait``,
     so that a stop wakes it at once). Returns evaluations made.
     """
+    with cancel.stop_scope(quit):  # the loops inside a step see ``quit`` too
+        return _island_epochs(search, session, name, to_solution, quit, epoch_s, migrate_every, migrate_n,
+                              first_epoch_s, pause)
+
+
+def _island_epochs(search: Any, session: Any, name: str, to_solution: Callable[[Any], Any],
+                   quit: Callable[[], bool], epoch_s: float, migrate_every: int, migrate_n: int,
+                   first_epoch_s: float | None, pause: Callable[[float], Any]) -> int:
     total = 0
     epoch = 0
     while True:
@@ -83,6 +92,14 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
             st = session.poll()
         if st["stop"] is not None or quit():
             return total
+
+
+def run_job(adapter: Any, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: JobContext,
+            seed: int, num_workers: int) -> None:
+    """Run bound job ``spec`` with ``ctx.should_stop`` as its thread's stop (:mod:`engine.cancel`):
+    every loop inside the job then ends within one of its steps of the run's stop."""
+    with cancel.stop_scope(ctx.should_stop):
+        adapter.run_bound_job(problem, params, spec, ctx, seed, num_workers=num_workers)
 
 
 class JobContext:

@@ -76,7 +76,7 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
         a status string, and the detail dict (scale power, model size, solution and
         its exact cost when one was found).
     """
-    from gapstop.engine import cpsat
+    from gapstop.engine import cancel, cpsat
     cp_model = cpsat.load()
 
     t0 = time.perf_counter()
@@ -105,8 +105,8 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
         obj += [(b, row[s] // div) for s, b in xv.items()]
         x.append(xv)
     for t in range(net.num_tables):
-        if time.perf_counter() > deadline:
-            return -math.inf, "timeout", {"reason": "time limit reached while building the model"}
+        if cancel.expired(deadline):
+            return -math.inf, "timeout", {"reason": "time limit or the run's stop reached while building the model"}
         u, v = int(net.tab_x[t]), int(net.tab_y[t])
         off = int(net.tab_off[t])
         tab = work[off:off + k[u] * k[v]].reshape(k[u], k[v])
@@ -141,7 +141,8 @@ def solve_cpsat(prep: BoundPrep, unary: NDArray[np.int64], time_limit_s: float, 
     solver.parameters.catch_sigint_signal = False
     for key, val in (params or {}).items():
         setattr(solver.parameters, key, val)
-    code = solver.Solve(m)
+    with cancel.cpsat_stop_watch(solver):
+        code = solver.Solve(m)
     detail: dict[str, Any] = {"scale_pow10": p, "memory_constraints": len(steps), "bool_vars": len(m.Proto().variables),
                               "cpsat_status": solver.StatusName(code)}
     if code == cp_model.INFEASIBLE:

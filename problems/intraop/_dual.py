@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop import _bound_kernels as BK, _kernels as K
 from gapstop.problems.intraop._factors import eliminate, network_factors
 from gapstop.problems.intraop.model import FORBIDDEN, IntraopProblem
@@ -274,7 +275,8 @@ class CoreDual:
         Args:
             theta: int64[K], unary costs (EXCL for excluded labels), all entries in ``[0, EXCL]``.
             iterations: TRW-S forward+backward passes at most (warm-started from the last call).
-            deadline: ``time.perf_counter()`` value after which no new pass starts.
+            deadline: ``time.perf_counter()`` value after which no new pass starts (nor once the
+                run has decided to stop: :mod:`engine.cancel`; the first certificate always is made).
             patience: stop after this many certificates without a better one.
             certify_every: compute the certificate (the exact dual value) after every this many
                 passes, and after the last one.
@@ -306,7 +308,7 @@ class CoreDual:
                 BK.to_float(self.work, self.work_f)
                 stale = 0
                 for it in range(iterations):
-                    if time.perf_counter() > deadline and (best is not None or empty):
+                    if cancel.expired(deadline) and (best is not None or empty):
                         break
                     for order, rank in ((self.fwd, self.rank_f), (self.bwd, self.rank_b)):
                         K.trws_pass(order, rank, self.gamma, self.theta_f, net.ptr, net.k, plan.adj_ptr,
@@ -316,7 +318,7 @@ class CoreDual:
                         break
                     # TRW-S never lowers its bound, so certifying (a third of a pass) after every
                     # pass buys little; the last pass, and the one before the deadline, always are
-                    if (it + 1) % certify_every and it + 1 < iterations and time.perf_counter() <= deadline:
+                    if (it + 1) % certify_every and it + 1 < iterations and not cancel.expired(deadline):
                         continue
                     c = self.certificate()
                     if c is None:  # a proof that no admissible assignment exists

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop._bound_kernels import CAP, EXCL
 
 Scope = tuple[int, ...]
@@ -213,7 +214,7 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
     heapq.heapify(heap)
     todo = list(reversed(order)) if order is not None else []
     while var_f:
-        if time.perf_counter() > deadline:
+        if cancel.expired(deadline):
             res.timed_out, res.exact = True, False
             break
         if order is not None:

@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.engine.records import Bound
 from gapstop.problems.intraop import _bound_kernels as BK
 from gapstop.problems.intraop._bound_cpsat import binding_steps, solve_cpsat
@@ -265,7 +266,7 @@ class MultiplierSearch:
         if not self.active or self.status is not None:
             return
         assert M is not None
-        while self.iterations < max_iterations and (self.iterations == 0 or time.perf_counter() < deadline):
+        while self.iterations < max_iterations and (self.iterations == 0 or not cancel.expired(deadline)):
             self.iterations += 1
             w, lam_sum = _steps_weights(steps, self.lam, self.lo, self.hi)
             BK.penalty_unary(self.unary, problem.node_usage, problem.node_ptr, w, self.theta)
@@ -348,7 +349,7 @@ def _lagrangian(problem: IntraopProblem, time_limit_s: float, t0: float, *,
         if ms.status == "infeasible":
             detail.update(iterations=ms.iterations, reason="no admissible assignment")
             return _bound("lagrangian", math.inf, "infeasible", t0, "trw-s", detail)
-        if tightened or ms.status is not None or time.perf_counter() >= end or ms.best == -math.inf:
+        if tightened or ms.status is not None or cancel.expired(end) or ms.best == -math.inf:
             break
         ms.best = _tighten_at(problem, dual, ms.steps, ms.best_lam, ms.lo, ms.hi, ms.unary, ms.theta, int(ms.best),
                               end, detail, on_improvement)

@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop import _bound_kernels as BK
 from gapstop.problems.intraop.network import table_adjacency
 
@@ -334,7 +335,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
     c_ptr, c_nbr, c_tab = table_adjacency(e_v, e_j, len(k))
     c_nodes = np.flatnonzero(np.diff(c_ptr))  # the nodes on a core table
     cur, cur_min = bar, bar_min
-    while time.perf_counter() < deadline and sweeps < max_sweeps:
+    while not cancel.expired(deadline) and sweeps < max_sweeps:
         alive = th < EXCL
         BK.arc_consistency(c_nodes, alive, ptr, k, c_ptr, c_nbr, c_tab, cur, b_off, e_v, cur_min, float(tol))
         dom_size = np.add.reduceat(alive.astype(np.int64), ptr[:-1])
@@ -370,7 +371,7 @@ def tighten(dual, *, deadline: float, max_len: int = 6, tol: float | None = None
                     on_improvement(value)
             else:
                 stale += 1
-            if time.perf_counter() >= deadline or stale >= patience:
+            if cancel.expired(deadline) or stale >= patience:
                 break
             # at most 16 sweeps between certificates, and no batch that would run past the deadline
             per_sweep = (time.perf_counter() - t_batch) / batch
@@ -505,7 +506,7 @@ def _find_cycles(core, e_v, e_j, b_off, k, ptr, bar, bar_min, tol, alive, dom_si
     # stay short, so the deadline is checked often where a single start can take seconds
     while s < len(dom) and n_out < max_cycles:
         now = time.perf_counter()
-        if now >= deadline:
+        if now >= deadline or cancel.stop_requested():
             break
         n_out = _search(s, min(len(dom), s + step), g_ptr, g_nbr, g_off, rel_tab, dom, max_len, dmax, out, n_out)
         s += step

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop import repair as greedy
 from gapstop.problems.intraop.evaluate import evaluate
 from gapstop.problems.intraop.penalty import Found, PenaltySearch
@@ -123,7 +124,7 @@ class IntraopIsland:
         before = sum(s.iterations for s in self.searches)
         if len(self.searches) < len(self.first) or (self.best is None and self.more):
             self._probe(on_improvement, deadline)
-        while self.searches and time.monotonic() < deadline and not should_stop():
+        while self.searches and not cancel.expired(deadline, time.monotonic) and not should_stop():
             young = min(self.searches, key=lambda s: s.iterations)
             if young.iterations < self.probe_iterations:
                 for f in young.step(0.0):

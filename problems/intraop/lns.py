@@ -31,6 +31,7 @@ from numba import njit
 from numpy.typing import NDArray
 from ortools.sat.python import cp_model
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop._kernels import _find
 from gapstop.problems.intraop.evaluate import evaluate, usage_profile
 from gapstop.problems.intraop.model import FORBIDDEN, interval_sum
@@ -263,7 +264,8 @@ def solve_neighbourhood(prep: Prepared, sol: NDArray[np.int64], nodes: NDArray[n
     # Ctrl-C is the caller's: CP-SAT's own SIGINT handler aborts the process when the solve runs
     # in a thread (std::bad_function_call), losing the run's best result
     solver.parameters.catch_sigint_signal = False
-    status = solver.solve(model)
+    with cancel.cpsat_stop_watch(solver):
+        status = solver.solve(model)
     name = solver.status_name(status)
     out = sol.copy()
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -432,7 +434,7 @@ class NeighbourhoodSearch:
                 self.size = min(self.max_size, int(self.size * self.GROW) + 1)
             elif res.status != "TRIVIAL":
                 self.size = max(20, int(self.size * self.SHRINK))
-            if time.perf_counter() >= deadline:
+            if cancel.expired(deadline):
                 return out
 
     def region(self, seed_node: int | None = None) -> NDArray[np.int64]:

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop import repair as greedy
 from gapstop.problems.intraop.evaluate import evaluate, usage_profile
 from gapstop.problems.intraop.relaxed import Prepared, RelaxedSolver
@@ -182,7 +183,7 @@ class PenaltySearch:
             f = self.iterate()
             if f is not None:
                 out.append(f)
-            if time.perf_counter() >= deadline:
+            if cancel.expired(deadline):
                 return out
 
 
@@ -190,6 +191,6 @@ def run_until(search: PenaltySearch, deadline: float, report: Callable[[Found], 
               should_stop: Callable[[], bool] = lambda: False, slice_s: float = 1.0) -> None:
     """Step ``search`` until ``deadline`` (``time.perf_counter()`` seconds) or ``should_stop()``
     (asked every ``slice_s`` seconds at most), passing each of its new bests to ``report``."""
-    while time.perf_counter() < deadline and not should_stop():
+    while not cancel.expired(deadline) and not should_stop():
         for f in search.step(min(slice_s, deadline - time.perf_counter())):
             report(f)

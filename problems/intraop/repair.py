@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.problems.intraop._kernels import local_costs
 from gapstop.problems.intraop.evaluate import usage_profile
 from gapstop.problems.intraop.relaxed import Prepared
@@ -310,7 +311,7 @@ def improve(tracker: UsageTracker, sol: NDArray[np.int64], *, max_rounds: int = 
     last_s = 0.0
     for _ in range(pairs):
         t0 = time.perf_counter()
-        if deadline is not None and t0 + last_s > deadline:
+        if (deadline is not None and t0 + last_s > deadline) or cancel.stop_requested():
             break
         got = int(_improve_pairs(sol, net.unary, net.usage, net.ptr, net.k, net.adj_ptr, net.adj_nbr, net.adj_tab,
                                  net.tabs, net.tab_off, net.tab_x, net.tab_y, p.start, p.end, p.limit_or_minus1,

@@ -29,13 +29,12 @@ All roundings are done with :class:`fractions.Fraction`, never in floats.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from gapstop.engine import cpsat
+from gapstop.engine import cancel, cpsat
 from gapstop.problems.pipeline.closed_form import nudge_down, working_set_bytes
 from gapstop.problems.pipeline.model import PipelineProblem
 
@@ -460,22 +459,13 @@ def run(model: cp_model.CpModel, *, time_limit_s: float, num_workers: int, rando
         setattr(solver.parameters, name, val)
     if best_bound_callback is not None:
         solver.best_bound_callback = best_bound_callback
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.1):
-            if should_stop is not None and should_stop():
-                solver.stop_search()
-                return
-
-    watcher = threading.Thread(target=watch, daemon=True) if should_stop is not None else None
+    stop = cancel.current()
+    if should_stop is not None:
+        scope = stop
+        stop = lambda: should_stop() or scope()  # noqa: E731
     t0 = time.perf_counter()
-    if watcher is not None:
-        watcher.start()
-    try:
+    with cancel.cpsat_stop_watch(solver, stop):
         st = solver.solve(model, callback)
-    finally:
-        done.set()
     return st, solver, time.perf_counter() - t0
 
 
@@ -491,7 +481,8 @@ def solve(pm: PartitionModel, n: int, *, time_limit_s: float, num_workers: int, 
     work done, ``solver.deterministic_time``), which unlike ``time_limit_s`` does not shrink
     when other threads take the cores; with one worker the solve is then reproducible.
 
-    ``should_stop`` is polled every 0.1 s from a watcher thread; when it returns True
+    ``should_stop`` (and the thread's :mod:`engine.cancel` scope) is polled every
+    :data:`engine.cancel.WATCH_S` from a watcher thread; when it returns True
     the search stops and the bound proven so far is returned (still valid).
     ``cp_params`` overrides CP-SAT parameters by name (e.g. ``{"cp_model_presolve": False}``).
     """
