@@ -14,43 +14,17 @@ elsewhere, and there is none.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
 import sys
-import threading
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from gapstop.engine.deadline import run_end
 from gapstop.engine.errors import InputError
+from gapstop.engine.interrupts import reason_of, signals_held, sigterm_raises
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.rundir import holds_run, run_config
 from gapstop.engine.solve_loop import OutFile, drive
-
-
-@contextlib.contextmanager
-def _deferred_interrupt() -> Iterator[list[bool]]:
-    """Hold Ctrl-C (SIGINT) back while the block runs; yields a flag list, ``[True]`` if one came.
-
-    Between Ray's start and the main loop the run's state is being set up (actors
-    created); an interrupt there must not escape as a bare KeyboardInterrupt and lose
-    the result. The block takes seconds at most; the interrupt is then handled as in the
-    main loop. Only the main thread can take signals, so elsewhere nothing changes.
-    """
-    got = [False]
-    if threading.current_thread() is not threading.main_thread():
-        yield got
-        return
-
-    def note(signum: int, frame: Any) -> None:
-        got[0] = True
-
-    previous = signal.signal(signal.SIGINT, note)
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _on_this_node() -> Any:
@@ -180,10 +154,12 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
     specs = adapter.bound_job_specs(problem, params) if bounds else []
     plan = BoundPlan(specs, time_limit_s)
     config = run_config(problem_name, problem_path, params, seed, target_gap, time_limit_s, address, cpus_per_worker)
-    resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
-                        namespace=namespace)
-    # Ctrl-C from here to the main loop is held back (see _deferred_interrupt)
-    with _deferred_interrupt() as interrupted:
+    # From Ray's start to the main loop the run's state is being set up (Ray started, actors
+    # created): a signal there must not escape as a bare KeyboardInterrupt and lose the result;
+    # it is held back (seconds) and then ends the run as in the main loop
+    with signals_held() as interrupted:
+        resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
+                            namespace=namespace)
         total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
         n_search, n_bound = slot_plan(total, bounds, islands)
         single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
@@ -221,15 +197,16 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
             progress(st)
 
     extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
-    if interrupted[0]:
-        reason = "interrupted"
+    if interrupted:
+        reason = reason_of(interrupted[0])
     else:
-        reason = drive(session, backend, plan, n_search, n_bound, t_end=t_end, head_s=head, extend=extend,
-                       poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
-    with _deferred_interrupt():  # the result is being written: a second Ctrl-C must not lose it
+        with sigterm_raises():  # ray.init's own handler would end the driver at once (sys.exit)
+            reason = drive(session, backend, plan, n_search, n_bound, t_end=t_end, head_s=head, extend=extend,
+                           poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
+    with signals_held():  # the result is being written: a second signal must not lose it
         doc = ray.get(coord.finalize.remote(reason))
         _print_new(ray.get(coord.poll.remote())["write_failures"], shown)
         doc["workers"]["coordinator_node"] = ray.get(coord.node.remote())
-    backend.stop()
-    ray.kill(coord, no_restart=True)
+        backend.stop()
+        ray.kill(coord, no_restart=True)
     return doc

@@ -21,6 +21,7 @@ import math
 import time
 from typing import Any, Callable, Protocol
 
+from gapstop.engine.interrupts import stop_reason
 from gapstop.engine.persist import WriteFailures
 from gapstop.engine.plan import HELLO_WAIT_S, BoundPlan, job_name
 
@@ -81,7 +82,8 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
           head_s: float = 0.0, extend: Callable[..., bool | None] | None = None, poll_s: float = 0.1,
           on_tick: Callable[[dict[str, Any]], None] | None = None, max_restarts: int = 3) -> str:
     """Run the plan until the session says stop, ``t_end`` (``time.monotonic()``), or no
-    worker is left; returns the stop reason (``"interrupted"`` on Ctrl-C).
+    worker is left; returns the stop reason (``"interrupted"`` on Ctrl-C, ``"terminated"`` on
+    SIGTERM when :func:`engine.interrupts.sigterm_raises` is in force).
 
     ``session``: the session, or a handle with the same methods that waits for their
     answers. ``head_s``: the dedicated job's head start (0: none). ``extend(last_bounds,
@@ -181,6 +183,6 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
                 reason = "time-limit"
             if reason is None and not running:
                 reason = "exhausted"
-    except KeyboardInterrupt:
-        reason = "interrupted"
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM where :mod:`engine.interrupts` raises it
+        reason = stop_reason(e)
     return reason
