@@ -44,6 +44,13 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except InputError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt as e:  # a signal outside a run's loop (which turns it into a stop reason)
+            from gapstop.engine.interrupts import exit_code, stop_reason
+
+            reason = stop_reason(e)
+            click.echo(f"error: {'SIGTERM' if reason == 'terminated' else 'SIGINT'}: stopped before a result "
+                       "was ready", err=True)
+            sys.exit(exit_code(reason))
 
     return wrapper
 
@@ -66,7 +73,45 @@ def pipeline() -> None:
     """Max-throughput pipeline partitioning (MTPP)."""
 
 
-def _print_pipeline_result(doc: dict[str, Any]) -> None:
+def _format_option(fn: Callable[..., Any], extra: tuple[str, ...] = ()) -> Callable[..., Any]:
+    return click.option("--format", "fmt", type=click.Choice(["summary", "json", *extra]), default=None,
+                        help="stdout: a short summary (the default on a terminal), the result document"
+                             + (", or the contest's single line [s0, s1, ...]" if extra else "")
+                             + " (README: Output).")(fn)
+
+
+def _exit_for(doc: dict[str, Any]) -> None:
+    """End a solve command: 130 or 143 after Ctrl-C or SIGTERM (the result is written), 1 when
+    nothing feasible was found, else 0."""
+    from gapstop.engine.interrupts import exit_code
+
+    code = exit_code(doc["stopped_because"])
+    if code is not None:
+        sys.exit(code)
+    if not _feasible(doc):
+        sys.exit(1)
+
+
+def _print_summary(doc: dict[str, Any], objective_key: str) -> None:
+    from gapstop.engine.summary import summary_lines
+
+    for line in summary_lines(doc, objective_key):
+        click.echo(line)
+
+
+def _print_pipeline_result(doc: dict[str, Any], fmt: str | None = None) -> None:
+    """``fmt``: ``json`` (the document), ``summary`` (with the stage table), or None: two lines
+    (certificate, stage costs), and the summary's rows as well when stdout is a terminal."""
+    if fmt == "json":
+        click.echo(json.dumps(doc))
+        return
+    if fmt == "summary" or (fmt is None and sys.stdout.isatty()):
+        from gapstop.problems.pipeline.plan import stage_lines
+
+        _print_summary(doc, "objective")
+        for line in stage_lines(doc.get("stages") or []):
+            click.echo("  " + line)
+        return
     if doc["objective"] is None:
         from gapstop.engine.deadline import compile_note
 
@@ -362,13 +407,14 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
               help="Stages contiguous in the file's node order (optimal by construction); in-process.")
 @_mcm_options
 @_policy_options
+@_format_option
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                    cpus_per_worker: float, in_process: bool, quiet: bool, islands: int | None, no_bounds: bool,
                    contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
                    memory_hard: bool = False, check: str | None = None, policy: str | None = None,
-                   finetune: bool = False, policy_mode: str = "fix") -> None:
+                   finetune: bool = False, policy_mode: str = "fix", fmt: str | None = None) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
 
     Search islands and bound jobs report to one coordinator, in this process with threads,
@@ -400,13 +446,13 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
             if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
                 raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
                                  "directory (use --out for the result)")
-        _solve_contiguous(graph, problem, k, time_limit, seed, out, not no_bounds)
+        _solve_contiguous(graph, problem, k, time_limit, seed, out, not no_bounds, fmt)
         return
     rd = resume or run_dir or str(default_run_dir())
 
     def emit(doc: dict[str, Any]) -> None:
         _write_json(out, doc)
-        _print_pipeline_result(doc)
+        _print_pipeline_result(doc, fmt)
 
     guard = _Guard(f"pipeline-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
                    time_limit, Path(rd) / "result.json", emit)
@@ -414,12 +460,11 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
                  run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                  in_process=in_process, quiet=quiet, bounds=not no_bounds, islands=islands, out=out)
     guard.give(doc, emit)
-    if doc["objective"] is None:
-        sys.exit(1)
+    _exit_for(doc)
 
 
 def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed: int, out: str | None,
-                      bounds: bool) -> None:
+                      bounds: bool, fmt: str | None = None) -> None:
     from gapstop.problems.pipeline.plan import solve_contiguous
 
     try:
@@ -428,13 +473,16 @@ def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed:
     except InputError as e:  # the file's node order is the plan's order: say which file
         raise InputError(f"{graph}: --contiguous needs the node order to be topological; {e}") from None
     _write_json(out, doc)
+    if fmt == "json":
+        click.echo(json.dumps(doc))
+        return
     _print_pipeline_result(doc)
     click.echo("contiguous in the file's node order: optimal among such plans; the gap is against the "
                "unrestricted lower bound")
-    for s in doc["stages"]:
-        mods = ", ".join(s["modules"][:4]) + (f", ... ({len(s['modules'])} modules)" if len(s["modules"]) > 4 else "")
-        click.echo(f"stage {s['stage']}: {s['cost']:.6g} = compute {s['compute']:.6g} + communication "
-                   f"{s['communication']:.6g} + overflow {s['overflow']:.6g}; {len(s['ops'])} ops; {mods or '-'}")
+    from gapstop.problems.pipeline.plan import stage_lines
+
+    for line in stage_lines(doc["stages"]):
+        click.echo(line)
     if "split_spec" in doc:
         click.echo(f"split_spec: {json.dumps(doc['split_spec'])}"
                    + "".join(f"\n  {line}" for line in doc["split_spec_problems"]))
@@ -500,12 +548,11 @@ def intraop() -> None:
 @intraop.command("solve")
 @click.argument("instance", type=click.Path(dir_okay=False))
 @_run_options
-@click.option("--format", "fmt", type=click.Choice(["json", "contest"]), default="json", show_default=True,
-              help="stdout: the result document, or the contest's single line [s0, s1, ...].")
 @click.option("--method", type=click.Choice(["search", "elimination"]), default="search", show_default=True,
               help="search: penalty search with bounds; elimination: FindOptStrategy in this process.")
 @click.option("--max-table", type=int, default=1 << 24, show_default=True,
               help="elimination: largest factor table (entries) built exactly.")
+@functools.partial(_format_option, extra=("contest",))
 @_user_errors
 def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int, out: str | None,
                   run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
@@ -536,6 +583,8 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         if fmt == "contest":
             if doc["solution"] is not None:
                 click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
+        elif fmt == "summary" or (fmt is None and sys.stdout.isatty()):
+            _print_summary(doc, "cost")
         else:
             click.echo(json.dumps(doc))
 
@@ -556,7 +605,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         from gapstop.engine.deadline import compile_note
 
         click.echo(f"error: no feasible solution found ({doc['stopped_because']}{compile_note()})", err=True)
-        sys.exit(1)
+    _exit_for(doc)
 
 
 def _intraop_eliminate(problem: Any, time_limit: float, max_table: int, t0: float) -> dict[str, Any]:
@@ -838,7 +887,10 @@ def run() -> None:
     import atexit
     import threading
 
+    from gapstop.engine.interrupts import install_sigterm
+
     _GUARD["entry"] = True  # this process is the command: --time-limit counts from its start
+    install_sigterm()  # SIGTERM stops a run as Ctrl-C does (a graceful stop), and before one ends with one line
     try:
         main()
         code = 0

@@ -113,6 +113,21 @@ def stage_plan(problem: PipelineProblem, ev: Evaluation) -> list[dict[str, Any]]
             for s in range(nb)]
 
 
+def stage_lines(stages: Sequence[dict[str, Any]], max_modules: int = 4) -> list[str]:
+    """One line per entry of :func:`stage_plan`'s list: its cost and terms, op count, and the
+    first ``max_modules`` modules it holds whole; the bottleneck stage is marked."""
+    worst = max((s["cost"] for s in stages), default=None)
+    out = []
+    for s in stages:
+        mods = ", ".join(s["modules"][:max_modules]) + (
+            f", ... ({len(s['modules'])} modules)" if len(s["modules"]) > max_modules else "")
+        mark = "  <- bottleneck" if s["cost"] == worst else ""
+        out.append(f"stage {s['stage']}: {s['cost']:.6g} = compute {s['compute']:.6g} + communication "
+                   f"{s['communication']:.6g} + overflow {s['overflow']:.6g}; {len(s['ops'])} ops; "
+                   f"{mods or '-'}{mark}")
+    return out
+
+
 def split_spec(problem: PipelineProblem, ev: Evaluation) -> dict[str, Any]:
     """For torch imports: ``{"split_spec": {module path: "BEGINNING"} | None, "split_spec_problems": [...]}``
     ready for ``torch.distributed.pipelining.pipeline(module, mb_args, split_spec=...)``
