@@ -297,7 +297,7 @@ def _html(panels: Sequence[Panel], title: str, table: Sequence[str]) -> str:
         fig = _figure(WIDTH_IN, p.height_in)
         hover = p.draw(fig)
         buf = io.StringIO()
-        fig.savefig(buf, format="svg")
+        fig.savefig(buf, format="svg", metadata={"Date": None})
         svg = buf.getvalue()
         parts.append(f"<figure>{_svg_with_titles(svg[svg.index('<svg'):], hover)}</figure>")
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(title) + "</title>"
@@ -331,7 +331,7 @@ def write(path: str | Path, panels: Sequence[Panel], *, title: str = "gapstop ru
             for sub, q in zip(subs, panels):
                 q.draw(sub)
             # no bbox_inches="tight": the PNG is exactly size_px(panels)
-            fig.savefig(tmp, format=kind, dpi=DPI, metadata={"Software": None} if kind == "png" else None)
+            fig.savefig(tmp, format=kind, dpi=DPI, metadata={"Software": None} if kind == "png" else {"Date": None})
         tmp.replace(p)
     except BaseException:
         tmp.unlink(missing_ok=True)
