@@ -109,8 +109,8 @@ def convergence_panel(conv: Convergence, title: str = "") -> Panel:
         for s in conv.sessions_s:
             ax.axvline(s, color="grey", ls=":", lw=1)
         ax.axvline(end, color="black", lw=1)
-        ax.annotate(f"stopped: {conv.stopped_because}", (end, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(-4, -12), textcoords="offset points", ha="right", fontsize=9)
+        ax.annotate(f"stopped: {conv.stopped_because}", (end, 0.0), xycoords=("data", "axes fraction"),
+                    xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom", fontsize=9)
         ax.set_xlabel("wall time (s)")
         ax.set_ylabel("objective / bound")
         ax.set_xlim(0, end * 1.02 if end > 0 else 1.0)
@@ -248,7 +248,13 @@ def memory_panel(prof: MemoryProfile) -> Panel:
                         textcoords="offset points", ha="center" if 0.2 < k / max(len(u), 1) < 0.8 else
                         ("left" if k < len(u) / 2 else "right"), fontsize=8)
             top = max(u.max(), prof.limit or 0.0)
-            ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
+            low = float(u.min())
+            if low > 0.5 * top:
+                # resident parameters make a high floor: show the steps' differences, not the floor
+                ax.set_ylim(low - 0.25 * (top - low), top + 0.12 * (top - low))
+                ax.text(0.005, 0.02, "(the axis does not start at 0)", transform=ax.transAxes, fontsize=7)
+            else:
+                ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
         ax.set_xlabel("time step")
         ax.set_ylabel("usage")
         ax.legend(fontsize=7, loc="lower right")
