@@ -137,10 +137,10 @@ def convergence_panel(conv: Convergence, title: str = "") -> Panel:
     return Panel("convergence", 4.0, draw)
 
 
-def _modules_text(mods: Sequence[str], limit: int = 3) -> str:
-    if not mods:
-        return "-"
-    return ", ".join(mods[:limit]) + (f", ... ({len(mods)})" if len(mods) > limit else "")
+def _modules_text(mods: Sequence[str], width: int = 46) -> str:
+    """The modules as fit in ``width`` characters, then how many there are in all."""
+    text = ", ".join(mods) or "-"
+    return text if len(text) <= width else text[:width - 8].rsplit(",", 1)[0] + f", ... ({len(mods)})"
 
 
 def stages_panel(bars: StageBars, unit: str = "", side_table: bool = True) -> Panel:
@@ -185,7 +185,7 @@ def stages_panel(bars: StageBars, unit: str = "", side_table: bool = True) -> Pa
             if p > rows:
                 lines.append(f"... {p - rows} more stages")
             tab.text(0, 1, "stage  ops  modules\n" + "\n".join(lines), va="top", ha="left", family="monospace",
-                     fontsize=7, transform=tab.transAxes, wrap=True)
+                     fontsize=7, transform=tab.transAxes)
         return hover
 
     return Panel("pipeline plan", 4.0, draw)
