@@ -151,6 +151,10 @@ def _status_printer(quiet: bool) -> Callable[[dict[str, Any]], None] | None:
     return show
 
 
+#: the least finish reserve of a run with ``--plot`` (seconds; at most half its time limit): about
+#: twice what importing matplotlib and drawing a run take on a 2-core machine
+PLOT_RESERVE_S = 3.0
+
 #: the running command's time-limit guard (read by :func:`run` to record how long the finish took)
 _GUARD: dict[str, Any] = {}
 
@@ -179,6 +183,9 @@ class _Guard:
         self.kind, self.costs, self.jit = kind, FinishCosts(), jit_clock()
         self.deadline = Deadline(time_limit) if whole else Deadline(time_limit, start=time.monotonic())
         self.reserve_s = self.costs.reserve_s(kind) if whole else 0.0
+        if whole and kind.endswith("-plot"):
+            # before a first measurement, drawing (importing matplotlib included) still needs its time
+            self.reserve_s = max(self.reserve_s, min(PLOT_RESERVE_S, 0.5 * time_limit))
         self.t_emitted: float | None = None
         self.budget_end = self.deadline.end - self.reserve_s
         if whole:  # (a longer-lived caller keeps its own run clock)
@@ -275,6 +282,9 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--in-process", is_flag=True,
                      help="Threads in this process, never Ray (the default without --address or --workers)."),
         click.option("--quiet", is_flag=True, help="No progress output."),
+        click.option("--plot", type=click.Path(dir_okay=False), default=None,
+                     help="At the end, draw the run as 'report --plot' does: FILE.png, .svg or .html "
+                          "(needs gapstop[plot])."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -300,6 +310,24 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
         raise InputError(f"--workers: must be in [1, {MAX_WORKERS}], got {workers}")
     if not 0 < cpus_per_worker < math.inf:  # also refuses nan
         raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
+
+
+def _guard_kind(problem: str, local: bool, plot: str | None) -> str:
+    """The time-limit guard's kind: runs that draw their figures at the end (``--plot``) learn
+    their own finish reserve, so drawing never shortens the search of runs that do not."""
+    return f"{problem}-{'in-process' if local else 'ray'}{'-plot' if plot else ''}"
+
+
+def _plot_finished(run_dir: str, plot: str | None) -> None:
+    """With ``--plot``, draw the finished run before its answer is given: should drawing
+    overrun ``--time-limit``, the watchdog still gives the answer (without the figure), and
+    the next runs of the kind reserve more time for their finish."""
+    if plot is None:
+        return
+    try:
+        _plot_run(run_dir, plot)
+    except InputError as e:  # the run's answer stands; only the picture is missing
+        click.echo(f"error: {e}", err=True)
 
 
 def _solve(problem_name: str, path: str, problem: Any, params: dict[str, Any], *, time_limit: float, target_gap: float,
@@ -411,7 +439,8 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
 @_user_errors
 def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                   cpus_per_worker: float, in_process: bool, quiet: bool, islands: int | None, no_bounds: bool,
+                   cpus_per_worker: float, in_process: bool, quiet: bool, plot: str | None, islands: int | None,
+                   no_bounds: bool,
                    contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
                    memory_hard: bool = False, check: str | None = None, policy: str | None = None,
                    finetune: bool = False, policy_mode: str = "fix", fmt: str | None = None) -> None:
@@ -427,6 +456,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     if k < 1:
         raise InputError(f"-k: must be >= 1, got {k}")
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
+    _check_plot(plot)
     if islands is not None and not 1 <= islands <= MAX_WORKERS:
         raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
@@ -442,7 +472,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     if contiguous:
         if constraints.any:
             raise InputError("--contiguous: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
-        for flag, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address)):
+        for flag, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address), ("--plot", plot)):
             if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
                 raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
                                  "directory (use --out for the result)")
@@ -454,11 +484,12 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         _write_json(out, doc)
         _print_pipeline_result(doc, fmt)
 
-    guard = _Guard(f"pipeline-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
+    guard = _Guard(_guard_kind("pipeline", in_process or (address is None and workers is None), plot),
                    time_limit, Path(rd) / "result.json", emit)
     doc = _solve("pipeline", graph, problem, params, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
                  run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                  in_process=in_process, quiet=quiet, bounds=not no_bounds, islands=islands, out=out)
+    _plot_finished(rd, plot)
     guard.give(doc, emit)
     _exit_for(doc)
 
@@ -556,7 +587,7 @@ def intraop() -> None:
 @_user_errors
 def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int, out: str | None,
                   run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
-                  cpus_per_worker: float, in_process: bool, quiet: bool, fmt: str, method: str,
+                  cpus_per_worker: float, in_process: bool, quiet: bool, plot: str | None, fmt: str, method: str,
                   max_table: int) -> None:
     """Choose one strategy per node of INSTANCE (.json or .json.gz) within the usage limit.
 
@@ -576,6 +607,9 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
     _check_run_options(target_gap, time_limit, workers, cpus_per_worker)
     if max_table < 1:
         raise InputError(f"--max-table: must be >= 1, got {max_table}")
+    if plot is not None and method == "elimination":
+        raise InputError("--plot: not with --method elimination, which leaves no run directory to draw")
+    _check_plot(plot)
     rd = resume or run_dir or str(default_run_dir())
 
     def emit(doc: dict[str, Any]) -> None:
@@ -590,7 +624,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
 
     guard = None
     if method != "elimination":
-        guard = _Guard(f"intraop-{'in-process' if in_process or (address is None and workers is None) else 'ray'}",
+        guard = _Guard(_guard_kind("intraop", in_process or (address is None and workers is None), plot),
                        time_limit, Path(rd) / "result.json", emit)
     problem = load_problem(instance)  # fail fast on bad input, before starting anything
     if guard is None:
@@ -600,6 +634,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         doc = _solve("intraop", instance, problem, {}, time_limit=guard.budget_s(), target_gap=target_gap, seed=seed,
                      run_dir=rd, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                      in_process=in_process, quiet=quiet, out=out)
+        _plot_finished(rd, plot)
         guard.give(doc, emit)
     if not doc["feasible"]:
         from gapstop.engine.deadline import compile_note
@@ -837,39 +872,85 @@ def import_torch_cmd(program: str, chip: str, out: str) -> None:
     _save_imported(program, out, profile.name, *import_torch(program, profile))
 
 
-@main.command("report")
-@click.argument("run_dir", type=click.Path(file_okay=False))
-@_user_errors
-def report(run_dir: str) -> None:
-    """Print the certificate and the convergence table of a run directory."""
-    from gapstop.engine.rundir import read_events
+def _report_lines(run_dir: str | Path) -> list[str]:
+    """The certificate and the convergence table of a run directory, as ``report`` prints them."""
+    from gapstop.engine.plots import read_run
 
-    p = Path(run_dir)
-    try:
-        doc = json.loads((p / "result.json").read_text())
-    except OSError:
-        raise InputError(f"{p / 'result.json'}: no result in this run directory") from None
-    except (ValueError, RecursionError) as e:
-        raise InputError(f"{p / 'result.json'}: unreadable ({e})") from None
+    doc, events, _ = read_run(run_dir)
     obj, lb = doc.get("objective", doc.get("cost")), doc.get("lower_bound")
     gap = doc.get("gap")
-    click.echo(f"problem      {doc.get('problem')}  {doc.get('graph') or doc.get('instance')}"
-               + (f"  k={doc['k']}" if "k" in doc else ""))
-    click.echo(f"objective    {obj}" + (f"  (found by {doc['found_by']})" if doc.get("found_by") else ""))
-    click.echo(f"lower bound  {lb}  ({doc.get('lower_bound_method')})")
-    click.echo(f"gap          {'unknown' if gap is None else f'{100 * gap:.4f}%'}")
-    click.echo(f"stopped      {doc.get('stopped_because')} after {doc.get('elapsed_s')} s")
+    lines = [f"problem      {doc.get('problem')}  {doc.get('graph') or doc.get('instance')}"
+             + (f"  k={doc['k']}" if "k" in doc else ""),
+             f"objective    {obj}" + (f"  (found by {doc['found_by']})" if doc.get("found_by") else ""),
+             f"lower bound  {lb}  ({doc.get('lower_bound_method')})",
+             f"gap          {'unknown' if gap is None else f'{100 * gap:.4f}%'}",
+             f"stopped      {doc.get('stopped_because')} after {doc.get('elapsed_s')} s"]
     if doc.get("block_costs"):
-        click.echo("stage costs  " + ", ".join(f"{c:.6g}" for c in doc["block_costs"]))
+        lines.append("stage costs  " + ", ".join(f"{c:.6g}" for c in doc["block_costs"]))
     for b in doc.get("bounds", []):
         v = "-" if b["value"] is None else f"{b['value']:.6g}"
-        click.echo(f"  bound {b['method']:<28} {v:>14}  {b['status']:<10} {b['wall_s']:8.2f}s  {b.get('solver', '')}")
-    events = read_events(p)
+        lines.append(f"  bound {b['method']:<28} {v:>14}  {b['status']:<10} {b['wall_s']:8.2f}s  {b.get('solver', '')}")
     if events:
-        click.echo(f"{'t_s':>9}  {'kind':<5}  {'value':>14}  {'method':<28} {'worker':<22} status")
-        for e in events:
-            click.echo(f"{e['t_s']:9.2f}  {e['kind']:<5}  {e['value']:14.6g}  {e['method']:<28} "
-                       f"{e['worker']:<22} {e['status']}")
+        lines.append(f"{'t_s':>9}  {'kind':<5}  {'value':>14}  {'method':<28} {'worker':<22} status")
+        lines.extend(f"{e['t_s']:9.2f}  {e['kind']:<5}  {e['value']:14.6g}  {e['method']:<28} "
+                     f"{e['worker']:<22} {e['status']}" for e in events)
+    return lines
+
+
+def _check_plot(plot: str | None) -> None:
+    """Refuse a ``--plot`` that cannot be written before any work starts (exit 2)."""
+    if plot is not None:
+        from gapstop.engine.figures import check_plot_path, require_matplotlib
+
+        require_matplotlib()
+        check_plot_path(plot)
+
+
+def _plot_run(run_dir: str | Path, plot: str) -> None:
+    """Write the figures of a run directory to ``plot``: convergence, then the problem's plan
+    (a plan that cannot be drawn, e.g. no feasible solution, is one line on stderr)."""
+    from gapstop.engine import figures
+    from gapstop.engine.plots import convergence, read_run
+
+    figures.require_matplotlib()
+    figures.check_plot_path(plot)
+    doc, events, config = read_run(run_dir)
+    title = f"{doc.get('problem')} {doc.get('graph') or doc.get('instance') or ''}" \
+            + (f"  k={doc['k']}" if "k" in doc else "")
+    panels = [figures.convergence_panel(convergence(events, doc, config), title)]
+    try:
+        if doc.get("problem") == "pipeline":
+            from gapstop.problems.pipeline.plots import plan_from_run
+
+            bars, chips = plan_from_run(doc, config)
+            panels.append(figures.stages_panel(bars))
+            if chips is not None:
+                panels.append(figures.chips_panel(chips, bars))
+        elif doc.get("problem") == "intraop":
+            from gapstop.problems.intraop.plots import plan_from_run as intraop_plan
+
+            prof, ops = intraop_plan(doc, config)
+            panels += [figures.memory_panel(prof), figures.costly_panel(ops)]
+    except InputError as e:
+        click.echo(f"note: no plan figure: {e}", err=True)
+    try:
+        figures.write(plot, panels, title=title, table=_report_lines(run_dir))
+    except OSError as e:
+        raise InputError(f"--plot: cannot write {plot}: {e}") from None
+
+
+@main.command("report")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Also draw the run: FILE.png, .svg or .html (needs gapstop[plot]).")
+@_user_errors
+def report(run_dir: str, plot: str | None) -> None:
+    """Print the certificate and the convergence table of a run directory (and draw it with --plot)."""
+    _check_plot(plot)
+    for line in _report_lines(run_dir):
+        click.echo(line)
+    if plot is not None:
+        _plot_run(run_dir, plot)
 
 
 def run() -> None:

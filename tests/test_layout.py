@@ -85,11 +85,14 @@ def test_the_checkouts_gapstop_is_its_root_and_is_not_installed() -> None:
 
 
 def _optional_extras() -> list[str]:
-    """Packages of the optional extras that name one package each (``onnx``, ``torch``)."""
+    """Packages of the optional extras that name one package each (``onnx``, ``torch``,
+    ``matplotlib`` of the extra ``plot``)."""
+    import re
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    return [name for name, reqs in extras.items() if len(reqs) == 1 and reqs[0].lower().startswith(name)]
+    return sorted({re.split(r"[<>=!~ \[;]", reqs[0], maxsplit=1)[0].lower()
+                   for reqs in extras.values() if len(reqs) == 1})
 
 
 def test_optional_extras_are_imported_only_where_used() -> None:
@@ -100,7 +103,7 @@ def test_optional_extras_are_imported_only_where_used() -> None:
     rl = ROOT / "problems" / "pipeline" / "rl"
     files = [p for p in files if rl not in p.parents or p.name in ("__init__.py", "features.py", "rollout.py")]
     optional = set(_optional_extras())
-    assert optional >= {"onnx", "torch"}
+    assert optional >= {"onnx", "torch", "matplotlib"}
     top = {str(p.relative_to(ROOT)): {a.name.split(".")[0] for n in ast.parse(p.read_text()).body
                                       if isinstance(n, ast.Import) for a in n.names}
            | {n.module.split(".")[0] for n in ast.parse(p.read_text()).body
