@@ -53,6 +53,40 @@ class Deadline:
         return self.end - time.monotonic()
 
 
+#: bytes of the buffer whose unmapping times the process's teardown rate (:func:`teardown_s`)
+TEARDOWN_PROBE_BYTES = 32 << 20
+#: what ending a process costs beyond unmapping its memory (closing files, reaping; seconds)
+EXIT_BASE_S = 0.02
+#: the least teardown rate assumed (seconds per resident byte): a child process holding 0.1-3 GB
+#: of touched numpy memory took 5-36 ms to exit on a 2-core machine, about 20 ms per GB at most
+#: at 1 GB; a probe buffer's unmapping alone measures less where the kernel backs it with huge pages
+MIN_TEARDOWN_S_PER_BYTE = 20e-3 / 2**30
+_unmap_rate: list[float] = []  # seconds per resident byte, measured once
+
+
+def resident_bytes() -> int:
+    """This process's resident set (bytes; 0 where ``/proc`` is unavailable)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def teardown_s() -> float:
+    """An estimate of how long this process takes to end now: :data:`EXIT_BASE_S` plus twice its
+    resident set unmapped at the rate measured once on a touched probe buffer of
+    :data:`TEARDOWN_PROBE_BYTES`, at least :data:`MIN_TEARDOWN_S_PER_BYTE` (a process's exit is
+    dominated by freeing its pages: tens of ms for a Ray driver of a few GB)."""
+    if not _unmap_rate:
+        import numpy as np
+
+        buf = np.ones(TEARDOWN_PROBE_BYTES // 8)  # written, so every page is resident
+        t = time.perf_counter()
+        del buf
+        _unmap_rate.append((time.perf_counter() - t) / TEARDOWN_PROBE_BYTES)
+    return EXIT_BASE_S + 2.0 * resident_bytes() * max(_unmap_rate[0], MIN_TEARDOWN_S_PER_BYTE)
+
+
 class Watchdog:
     """Keeps a :class:`Deadline` for the whole process (a daemon thread).
 
@@ -69,9 +103,11 @@ class Watchdog:
     Margin: ``late + 2 * (fetch + write) + exit`` with ``late`` the latest the thread has
     woken after its requested time, ``fetch`` the slowest ``answer()`` call, ``write`` the
     slowest write reported by :meth:`note_write` (or measured around ``emit``), and ``exit``
-    the longest it took a forked copy of this process to end (its address space is torn down
-    like this one's: tens of ms for a Ray driver), measured every :data:`EXIT_PROBE_S` in the
-    second half of the time; all measured during the run. The thread acts at ``end - margin``.
+    the longest the end of the process is estimated to take: tearing down its address space,
+    i.e. its resident set at the rate this process unmaps a probe buffer (:func:`teardown_s`),
+    estimated every :data:`EXIT_PROBE_S` in the second half of the time; all measured during
+    the run. The thread acts at ``end - margin``. Nothing forks: a fork of a multithreaded
+    process (a Ray driver, numba and OR-Tools threads) can deadlock or crash the copy.
     """
 
     #: seconds between two measurements of the cost of ending the process
@@ -110,21 +146,8 @@ class Watchdog:
         return self.late_s + 2.0 * (self.fetch_s + self.write_s) + self.exit_s + self.UNMEASURED_S
 
     def _probe_exit(self) -> None:
-        """Time a forked copy of this process ending at once (fork, exit, reaping)."""
-        if not hasattr(os, "fork"):
-            return
-        t = time.monotonic()
-        try:
-            pid = os.fork()
-        except OSError:
-            return
-        if pid == 0:  # the copy: only end (no locks, no Python-level clean-up)
-            os._exit(0)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        self.exit_s = max(self.exit_s, time.monotonic() - t)
+        """Update the estimate of how long ending the process takes (:func:`teardown_s`)."""
+        self.exit_s = max(self.exit_s, teardown_s())
 
     def note_write(self, seconds: float) -> None:
         """Report how long a write of the answer took (the running ``--out`` rewrites)."""
