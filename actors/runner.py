@@ -15,13 +15,14 @@ elsewhere, and there is none.
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import uuid
 from typing import Any, Callable
 
 from gapstop.engine.deadline import run_end
 from gapstop.engine.errors import InputError
-from gapstop.engine.interrupts import reason_of, signals_held, sigterm_raises
+from gapstop.engine.interrupts import Terminated, reason_of, signals_held, sigterm_raises
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.rundir import holds_run, run_config
 from gapstop.engine.solve_loop import OutFile, drive
@@ -140,7 +141,9 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
          poll_s: float, namespace: str | None, head_start_s: float | None, out: OutFile) -> dict[str, Any]:
     import time
 
-    import ray
+    from gapstop.cluster.ray_import import import_ray
+
+    ray = import_ray()  # before anything else imports it: the driver keeps its signals
 
     from gapstop.actors import CoordinatorActor
     from gapstop.actors.session_handle import SessionHandle
@@ -158,8 +161,17 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
     # created): a signal there must not escape as a bare KeyboardInterrupt and lose the result;
     # it is held back (seconds) and then ends the run as in the main loop
     with signals_held() as interrupted:
-        resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
-                            namespace=namespace)
+        try:
+            resources = connect(address, None if workers is None else max(1, math.ceil(workers * cpus_per_worker)),
+                                namespace=namespace)
+        except SystemExit as e:  # ray.init's own SIGTERM handler (sys.exit) during its start: no run yet
+            if e.code != signal.SIGTERM:
+                raise
+            raise Terminated() from None
+    # ray.init replaced SIGTERM's handler with its own for good: hold it back again
+    with signals_held() as held:
+        held += interrupted
+        interrupted = held
         total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
         n_search, n_bound = slot_plan(total, bounds, islands)
         single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
