@@ -14,9 +14,7 @@ from gapstop.actors.runner import run  # noqa: E402
 from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
 from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
-from tests.actors.test_runner import _fresh_ray  # noqa: E402, F401  (autouse: Ray stopped before and after)
-
-pytestmark = [pytest.mark.ray]
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("shared_ray")]
 
 
 def test_unwritable_run_dir_on_ray_prints_the_result_and_out_follows_improvements(tmp_path: Path, monkeypatch,
