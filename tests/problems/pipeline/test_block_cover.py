@@ -225,12 +225,16 @@ def _holds_a_cycle(p: PipelineProblem, sets: list[np.ndarray]) -> bool:
     return any(i in reach[i] for i in reach)
 
 
-def test_cycle_cuts_fire_below_the_optimum_and_never_refute_it() -> None:
+def _check_cycle_cuts(graphs: range) -> tuple[int, int]:
+    """Asserts what the cuts promise on the cases of ``graphs`` (indices into :func:`_cases`'
+    100 graphs, each at k = 2, 3, 4); returns how many attempts cut, and how many of those refuted."""
     # At a cap below the optimum the LP is often held at k by one partition of convex blocks whose
     # block graph has a cycle (BENCHMARKS.md); cutting such partitions off must refute some of those
     # caps and, with every cut kept (as in a climb), never the optimum's own cap.
     fired = refuted = 0
-    for j, (p, k) in enumerate(_cases()):
+    cases = _cases()
+    for j in (3 * g + i for g in graphs for i in range(3)):
+        p, k = cases[j]
         opt = _optima()[j]
         sc = _mip.scale(p)
         cover = Cover(p, k)
@@ -243,6 +247,18 @@ def test_cycle_cuts_fire_below_the_optimum_and_never_refute_it() -> None:
             assert len(cut) >= 2 and _holds_a_cycle(p, [cover.columns[c] for c in cut]), (j, cut)
         value, info = cover.refute(sc.floor_of(Fraction(opt)), 10.0)
         assert info["why"] != "refuted" and value <= opt * (1 + 1e-12), (j, k, value, opt, info)
+    return fired, refuted
+
+
+def test_cycle_cuts_fire_below_the_optimum_and_never_refute_it() -> None:
+    # the odd-numbered graphs, both generators: 9 of the 11 attempts that cut, 4 of the 6 refutations
+    fired, refuted = _check_cycle_cuts(range(1, 100, 2))
+    assert fired >= 7 and refuted >= 3, (fired, refuted)   # not vacuous
+
+
+@pytest.mark.slow
+def test_cycle_cuts_fire_below_the_optimum_and_never_refute_it_sweep() -> None:
+    fired, refuted = _check_cycle_cuts(range(100))
     assert fired >= 10 and refuted >= 4, (fired, refuted)   # not vacuous
 
 
