@@ -146,10 +146,10 @@ def test_killed_worker_is_replaced_and_run_finishes(graph: Path, tmp_path: Path)
 @pytest.mark.usefixtures("shared_ray")
 def test_resume_keeps_best_and_bounds(graph: Path, tmp_path: Path) -> None:
     rd = str(tmp_path / "rd")
-    first = run("pipeline", str(graph), {"k": 4}, time_limit_s=6, target_gap=0.0, seed=0, run_dir=rd,
+    first = run("pipeline", str(graph), {"k": 4}, time_limit_s=4, target_gap=0.0, seed=0, run_dir=rd,
                 workers=2)
     ray_session.wait_until_the_coordinator_is_gone()
-    second = run("pipeline", str(graph), {"k": 4}, time_limit_s=4, target_gap=0.0, seed=1, run_dir=rd,
+    second = run("pipeline", str(graph), {"k": 4}, time_limit_s=3, target_gap=0.0, seed=1, run_dir=rd,
                  workers=2, resume=True)
     assert second["objective"] <= first["objective"]
     assert second["lower_bound"] >= first["lower_bound"]
