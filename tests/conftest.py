@@ -2,13 +2,14 @@
 ``runs/<timestamp>`` below the working directory, which must not be the checkout.
 
 Ray: the tests that run on Ray share one local instance (fixture ``shared_ray``), started by
-the first of them and stopped at the end of the session. A test that needs a cluster of its
-own (two nodes, a fresh process tree, another process's Ray) is marked ``cluster``: the shared
-instance is stopped before it, and such tests run last so that the shared one starts once."""
+the first of them. The tests marked ``ray`` run first, so the shared instance is stopped as
+soon as they are done, not left idle beside the rest. A test that needs a cluster of its own
+(two nodes, a fresh process tree, another process's Ray) is marked ``cluster`` and runs last."""
 
 from __future__ import annotations
 
 import signal
+import sys
 
 import pytest
 
@@ -25,7 +26,12 @@ def _in_tmp_dir(tmp_path, monkeypatch):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)  # stable: order kept otherwise
+    def group(item: pytest.Item) -> int:
+        if item.get_closest_marker("cluster") is not None:
+            return 2
+        return 0 if item.get_closest_marker("ray") is not None else 1
+
+    items.sort(key=group)  # stable: the order within each group is kept
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +56,11 @@ def shared_ray(_ray_stopped_at_the_end):
 @pytest.fixture(autouse=True)
 def _own_cluster(request: pytest.FixtureRequest):
     if request.node.get_closest_marker("cluster") is None:
+        if request.node.get_closest_marker("ray") is None and "ray" in sys.modules:
+            import ray
+
+            if ray.is_initialized():  # the Ray tests are done (they run first)
+                ray.shutdown()
         yield
         return
     import ray
