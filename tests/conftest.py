@@ -1,9 +1,15 @@
 """Every test runs in its own temporary directory: a command without ``--run-dir`` writes
-``runs/<timestamp>`` below the working directory, which must not be the checkout."""
+``runs/<timestamp>`` below the working directory, which must not be the checkout.
+
+Ray: the tests that run on Ray share one local instance (fixture ``shared_ray``), started by
+the first of them. The tests marked ``ray`` run first, so the shared instance is stopped as
+soon as they are done, not left idle beside the rest. A test that needs a cluster of its own
+(two nodes, a fresh process tree, another process's Ray) is marked ``cluster`` and runs last."""
 
 from __future__ import annotations
 
 import signal
+import sys
 
 import pytest
 
@@ -17,3 +23,50 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 @pytest.fixture(autouse=True)
 def _in_tmp_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def group(item: pytest.Item) -> int:
+        if item.get_closest_marker("cluster") is not None:
+            return 2
+        return 0 if item.get_closest_marker("ray") is not None else 1
+
+    items.sort(key=group)  # stable: the order within each group is kept
+
+
+@pytest.fixture(scope="session")
+def _ray_stopped_at_the_end():
+    yield
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture()
+def shared_ray(_ray_stopped_at_the_end):
+    """The shared local Ray instance (2 CPUs); a run's coordinator is gone once the test ends."""
+    from tests import ray_session
+
+    ray_session.start()
+    yield
+    ray_session.wait_until_the_coordinator_is_gone()
+
+
+@pytest.fixture(autouse=True)
+def _own_cluster(request: pytest.FixtureRequest):
+    if request.node.get_closest_marker("cluster") is None:
+        if request.node.get_closest_marker("ray") is None and "ray" in sys.modules:
+            import ray
+
+            if ray.is_initialized():  # the Ray tests are done (they run first)
+                ray.shutdown()
+        yield
+        return
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    yield
+    if ray.is_initialized():
+        ray.shutdown()

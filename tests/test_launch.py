@@ -15,14 +15,6 @@ from gapstop.problems.pipeline.io import load_graph, save_graph
 from tests.problems.pipeline import reference as ref
 
 
-@pytest.fixture(autouse=True)
-def _no_ray_left_behind():
-    yield
-    import ray
-    if ray.is_initialized():
-        ray.shutdown()
-
-
 @pytest.fixture()
 def tiny(tmp_path: Path) -> Path:
     f = tmp_path / "tiny.json"
@@ -33,7 +25,10 @@ def tiny(tmp_path: Path) -> Path:
 @pytest.mark.mip
 @pytest.mark.ray
 @pytest.mark.parametrize("memory", [False, True])
-def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, memory: bool) -> None:
+def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, memory: bool,
+                                                              request: pytest.FixtureRequest) -> None:
+    if not memory:
+        request.getfixturevalue("shared_ray")  # the default path joins the session's Ray
     tiny = tmp_path / "tiny.json"
     save_graph(random_dag(7, 5, memory=memory, k_hint=3), tiny)
     out = tmp_path / "r.json"

@@ -16,22 +16,16 @@ from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
 from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
 
+from tests import ray_session  # noqa: E402
+
 pytestmark = [pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "tests" / "problems" / "intraop" / "data" / "example.json"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_ray():
-    if ray.is_initialized():
-        ray.shutdown()
-    yield
-    if ray.is_initialized():
-        ray.shutdown()
-
-
-@pytest.fixture()
-def graph(tmp_path: Path) -> Path:
-    f = tmp_path / "g.json"
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    f = tmp_path_factory.mktemp("graph") / "g.json"
     save_graph(regal_like(7, n=60, family="sbm"), f)
     return f
 
@@ -42,6 +36,7 @@ def _check_solution(path: Path, doc: dict) -> None:
     assert ev.objective == doc["objective"]
 
 
+@pytest.mark.usefixtures("shared_ray")
 def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> None:
     doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=60, target_gap=0.02, seed=0,
               run_dir=str(tmp_path / "rd"), workers=2)
@@ -56,17 +51,29 @@ def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> 
     assert (tmp_path / "rd" / "best_solution.json").exists() and (tmp_path / "rd" / "config.json").exists()
 
 
+@pytest.mark.cluster
 def test_two_node_cluster_runs_work_on_both_nodes(graph: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
+
+    def interrupt_once_both_nodes_worked(st: dict) -> None:
+        # both workers have said hello (each from its node) and a solution is in: what the test
+        # checks is there, so end the run as Ctrl-C does instead of waiting for its limit
+        if st["ub"] is not None and len(set(st["nodes"].values())) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
     try:
         cluster.wait_for_nodes()
-        # 30 s: the code is shipped, and on a machine that has never run it the workers compile
+        # up to 30 s: the code is shipped, and on a machine that has never run it the workers compile
         # the kernels first (the first solution came 14 s into such a run on 2 cores, 2 s once cached)
         doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=30, target_gap=0.0, seed=0,
-                  run_dir=str(tmp_path / "rd"), address=cluster.address, workers=2)
+                  run_dir=str(tmp_path / "rd"), address=cluster.address, workers=2,
+                  progress=interrupt_once_both_nodes_worked)
         nodes = set(doc["workers"]["nodes"].values())
         assert len(nodes) == 2, doc["workers"]
         # pinned: the run directory is written on the driver's node
@@ -88,11 +95,12 @@ def _reported(ns: str, prefix: str) -> bool:
     return any(name.startswith(prefix) for name in evals)
 
 
+@pytest.mark.usefixtures("shared_ray")
 def test_killed_worker_is_replaced_and_run_finishes(graph: Path, tmp_path: Path) -> None:
     import os
     import signal
 
-    ns = "gapstop-killtest"
+    ns = ray_session.NAMESPACE  # the run below joins the shared instance, and its actors are named there
     # long enough for two cold starts of a search worker (seconds each on a loaded 2-core
     # machine: with 15 s neither the victim nor its replacement had reported in 2 of 3 full
     # runs); the run is interrupted (Ctrl-C) as soon as the replacement has reported
@@ -122,9 +130,6 @@ def test_killed_worker_is_replaced_and_run_finishes(graph: Path, tmp_path: Path)
         if time.monotonic() < t_end and not done.is_set():
             os.kill(os.getpid(), signal.SIGINT)  # the run takes it as Ctrl-C: ends "interrupted"
 
-    from gapstop.cluster.connect import connect
-
-    connect(None, 2, namespace=ns)  # the run below joins this instance
     t = threading.Thread(target=kill_then_interrupt)
     t.start()
     doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=limit, target_gap=0.0, seed=0,
@@ -138,60 +143,60 @@ def test_killed_worker_is_replaced_and_run_finishes(graph: Path, tmp_path: Path)
     _check_solution(graph, doc)
 
 
+@pytest.mark.usefixtures("shared_ray")
 def test_resume_keeps_best_and_bounds(graph: Path, tmp_path: Path) -> None:
     rd = str(tmp_path / "rd")
-    first = run("pipeline", str(graph), {"k": 4}, time_limit_s=6, target_gap=0.0, seed=0, run_dir=rd,
+    first = run("pipeline", str(graph), {"k": 4}, time_limit_s=4, target_gap=0.0, seed=0, run_dir=rd,
                 workers=2)
-    ray.shutdown()
-    second = run("pipeline", str(graph), {"k": 4}, time_limit_s=4, target_gap=0.0, seed=1, run_dir=rd,
+    ray_session.wait_until_the_coordinator_is_gone()
+    second = run("pipeline", str(graph), {"k": 4}, time_limit_s=3, target_gap=0.0, seed=1, run_dir=rd,
                  workers=2, resume=True)
     assert second["objective"] <= first["objective"]
     assert second["lower_bound"] >= first["lower_bound"]
     events = read_events(rd)
     assert {e["session"] for e in events} == {0, 1}
     _check_solution(graph, second)
+    ray_session.wait_until_the_coordinator_is_gone()
     with pytest.raises(Exception, match="differs"):
-        ray.shutdown()
         run("pipeline", str(graph), {"k": 3}, time_limit_s=2, target_gap=0.0, seed=0, run_dir=rd,
             workers=2, resume=True)
 
 
+@pytest.mark.usefixtures("shared_ray")
 def test_intraop_runs_on_the_same_coordinator_and_proves_optimality(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[1] / "problems" / "intraop" / "data" / "example.json"
     # generous limit: on a fresh machine every worker first compiles the numba kernels
-    doc = run("intraop", str(example), {}, time_limit_s=240, target_gap=0.0, seed=0,
+    doc = run("intraop", str(EXAMPLE), {}, time_limit_s=240, target_gap=0.0, seed=0,
               run_dir=str(tmp_path / "rd"), workers=2)
     assert doc["cost"] == 445 and doc["solution"] == [0, 0, 2, 1, 0]
     assert doc["lower_bound"] == 445 and doc["stopped_because"] == "optimal", doc
 
 
-def test_ray_and_in_process_runs_run_the_same_islands_and_bound_jobs(graph: Path, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("shared_ray")
+@pytest.mark.parametrize("name", ["pipeline", "intraop"])
+def test_ray_and_in_process_runs_run_the_same_islands_and_bound_jobs(name: str, graph: Path, tmp_path: Path) -> None:
     from gapstop.engine.local_runner import run_local
     from gapstop.problems import registry
 
-    example = Path(__file__).resolve().parents[1] / "problems" / "intraop" / "data" / "example.json"
-    for name, path, params, limit in (("pipeline", graph, {"k": 4}, 6.0), ("intraop", example, {}, 60.0)):
-        adapter = registry.get(name)
-        on_ray = run(name, str(path), params, time_limit_s=limit, target_gap=0.0, seed=0,
-                     run_dir=str(tmp_path / f"{name}-ray"), workers=2)
-        ray.shutdown()
-        local = run_local(adapter, adapter.load(str(path)), params, run_dir=str(tmp_path / f"{name}-local"),
-                          config={}, time_limit_s=limit, target_gap=0.0, seed=0, workers=2)
-        assert on_ray["jobs"] == local["jobs"], name
-        assert on_ray["jobs"]["searches"] == ["search-0"] and on_ray["jobs"]["bounds"][0] == "exact"
-        assert on_ray["stopped_because"] == local["stopped_because"]
+    # pipeline: both runs end at the limit; intraop: both prove the example optimal before it
+    path, params, limit = {"pipeline": (graph, {"k": 4}, 4.0), "intraop": (EXAMPLE, {}, 60.0)}[name]
+    adapter = registry.get(name)
+    on_ray = run(name, str(path), params, time_limit_s=limit, target_gap=0.0, seed=0,
+                 run_dir=str(tmp_path / f"{name}-ray"), workers=2)
+    local = run_local(adapter, adapter.load(str(path)), params, run_dir=str(tmp_path / f"{name}-local"),
+                      config={}, time_limit_s=limit, target_gap=0.0, seed=0, workers=2)
+    assert on_ray["jobs"] == local["jobs"], name
+    assert on_ray["jobs"]["searches"] == ["search-0"] and on_ray["jobs"]["bounds"][0] == "exact"
+    assert on_ray["stopped_because"] == local["stopped_because"]
 
 
+@pytest.mark.usefixtures("shared_ray")
 def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Path) -> None:
-    from gapstop.cluster.connect import connect
-
     f = tmp_path / "g.json"
     save_graph(regal_like(3, n=120, family="sbm"), f)  # k=8: not proven within the run
-    connect(None, 2)
     seen: list[tuple[float, int, bool]] = []
-    # 18 s: after its first epoch the island compiles the annealing's kernels (about 7 s alone on a
+    # 14 s: after its first epoch the island compiles the annealing's kernels (about 7 s alone on a
     # fresh checkout, more beside the MIP), while held if the hold lasts, and must still search after
-    doc = run("pipeline", str(f), {"k": 8}, time_limit_s=18, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
+    doc = run("pipeline", str(f), {"k": 8}, time_limit_s=14, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
               workers=2, head_start_s=7.0,
               progress=lambda st: seen.append((st["elapsed"], st["evals"], st["hold"])))
     assert doc["stopped_because"] == "time-limit"

@@ -14,9 +14,7 @@ from gapstop.actors.runner import run  # noqa: E402
 from gapstop.problems.pipeline.evaluate import evaluate  # noqa: E402
 from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
-from tests.actors.test_runner import _fresh_ray  # noqa: E402, F401  (autouse: Ray stopped before and after)
-
-pytestmark = [pytest.mark.ray]
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("shared_ray")]
 
 
 def test_unwritable_run_dir_on_ray_prints_the_result_and_out_follows_improvements(tmp_path: Path, monkeypatch,
@@ -32,7 +30,7 @@ def test_unwritable_run_dir_on_ray_prints_the_result_and_out_follows_improvement
         if st["ub"] is not None and (not seen or seen[-1][0] != st["ub"]):
             seen.append((st["ub"], json.loads(out.read_text())))
 
-    doc = run("pipeline", str(g), {"k": 4}, time_limit_s=8, target_gap=0.0, seed=0, run_dir=str(blocker / "rd"),
+    doc = run("pipeline", str(g), {"k": 4}, time_limit_s=5, target_gap=0.0, seed=0, run_dir=str(blocker / "rd"),
               workers=2, progress=progress, out_path=str(out), head_start_s=0.0)
     assert doc["objective"] is not None
     ev = evaluate(load_graph(g), doc["blocks"], doc["order"], k=4)

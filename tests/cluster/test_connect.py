@@ -84,9 +84,8 @@ def test_address_decoding_matches_hand_computed_values() -> None:
     assert _is_loopback(_address("0000000000000000FFFF00000100007F"))
 
 
+@pytest.mark.cluster  # its own instance: the sockets checked are those of the processes it starts
 def test_local_ray_listens_on_loopback_only() -> None:
-    if ray.is_initialized():
-        ray.shutdown()
     before = _descendants(os.getpid()) - {os.getpid()}  # left over by earlier tests: not this Ray's
     try:
         connect(None, 1, namespace="loopback-test")

@@ -29,6 +29,7 @@ def test_the_staged_code_is_a_regular_package_named_gapstop_with_the_workers_pac
 
 
 @pytest.mark.ray
+@pytest.mark.cluster  # a Ray instance of its own, in another process
 def test_a_worker_imports_gapstop_from_the_shipped_code_only(tmp_path: Path) -> None:
     # a driver outside the checkout ships the staged folder as py_modules, as connect() does for
     # a cluster; its worker has no checkout on its path, so gapstop can only come from the shipment

@@ -7,7 +7,12 @@ order, and exhaustive search over all acyclic partitions.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import itertools
+import json
+import os
+from pathlib import Path
 from typing import Iterator
 
 from gapstop.problems.pipeline.model import PipelineProblem
@@ -122,6 +127,16 @@ def quotient_acyclic(p: PipelineProblem, labels: tuple[int, ...]) -> bool:
 _BLOCK_COSTS: dict[tuple[object, ...], dict[frozenset[int], float]] = {}
 _OPTIMA: dict[tuple[tuple[object, ...], int], float] = {}
 
+#: OPT of every (graph, k) the test suite (slow tests included) asks :func:`brute_force` for,
+#: keyed by :func:`optimum_key`, computed once by ``python -m tests.problems.pipeline.make_optima``.
+#: A graph that is not in it (a new test, or a generator that changed) is searched as before;
+#: ``test_reference.py`` searches a sample again and compares.
+OPTIMA_FILE = Path(__file__).resolve().parent / "data" / "optima.json"
+#: set by make_optima: search every case, and write what was searched to this file at exit
+RECORD_ENV = "GAPSTOP_RECORD_OPTIMA"
+_BUNDLED: dict[str, float] = json.loads(OPTIMA_FILE.read_text()) if OPTIMA_FILE.exists() else {}
+_RECORDED: dict[str, float] = {}
+
 
 def _fingerprint(p: PipelineProblem) -> tuple[object, ...]:
     """Everything :func:`block_cost` reads, as a hashable key."""
@@ -129,9 +144,34 @@ def _fingerprint(p: PipelineProblem) -> tuple[object, ...]:
     return (p.n, p.bandwidth, p.memory, *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
 
 
+def optimum_key(p: PipelineProblem, k: int) -> str:
+    """A stable digest of everything :func:`block_cost` reads, and k (the bundled table's key)."""
+    h = hashlib.sha256()
+    scalars = (p.n, p.bandwidth, p.memory, k)
+    h.update(repr(tuple(x.item() if hasattr(x, "item") else x for x in scalars)).encode())
+    for a in (p.work, p.size_param, p.size_out, p.edges):
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:24]
+
+
 def brute_force(p: PipelineProblem, k: int) -> float:
     """OPT by exhaustive search over all acyclic partitions into at most k blocks,
-    each block scheduled optimally (minimum over its topological orders)."""
+    each block scheduled optimally (minimum over its topological orders).
+
+    Read from the bundled table when it holds the case (see :data:`OPTIMA_FILE`)."""
+    if not os.environ.get(RECORD_ENV):
+        known = _BUNDLED.get(optimum_key(p, k))
+        if known is not None:
+            return known
+    opt = search(p, k)
+    if os.environ.get(RECORD_ENV):
+        _RECORDED[optimum_key(p, k)] = opt
+    return opt
+
+
+def search(p: PipelineProblem, k: int) -> float:
+    """:func:`brute_force` without the bundled table: always the exhaustive search."""
     fp = _fingerprint(p)
     if (fp, k) in _OPTIMA:
         return _OPTIMA[(fp, k)]
@@ -162,3 +202,14 @@ def brute_force(p: PipelineProblem, k: int) -> float:
         best = min(best, val)
     _OPTIMA[(fp, k)] = best
     return best
+
+
+@atexit.register
+def _write_recorded() -> None:
+    out = os.environ.get(RECORD_ENV)
+    if out and _RECORDED:
+        path = Path(out)
+        table = json.loads(path.read_text()) if path.exists() else {}
+        table.update(_RECORDED)
+        path.write_text("{\n" + ",\n".join(f"{json.dumps(key)}: {json.dumps(v)}" for key, v in sorted(table.items()))
+                        + "\n}\n")

@@ -62,24 +62,38 @@ def test_end_maximisations_are_the_enumerated_maxima() -> None:
                 assert reference.scaled_cost(p, S) <= cap and sum(pi[v] for v in S) == got
 
 
-def _brute_force_cases() -> list[tuple[PipelineProblem, int]]:
+def _brute_force_cases(graphs: int = 24) -> list[tuple[PipelineProblem, int]]:
     out = []
-    for i in range(24):
+    for i in range(graphs):
         p = regal_like(200 + i, n=8) if i % 2 == 0 else \
             random_dag(5 + i % 4, 7000 + i, memory=i % 4 == 1, bandwidth=(1.0, 0.7, 3.0)[i % 3])
         out.extend((p, k) for k in (2, 3, 4))
     return out
 
 
-def test_never_above_the_brute_force_optimum_and_above_heaviest_block_where_ends_are_cheap() -> None:
+def _check_against_brute_force(cases: list[tuple[PipelineProblem, int]]) -> int:
+    """Asserts the bound is never above OPT; returns how often it is above heaviest-block's."""
     above = 0
-    for i, (p, k) in enumerate(_brute_force_cases()):
+    for i, (p, k) in enumerate(cases):
         opt = reference.brute_force(p, k)
         eb = end_blocks.end_blocks_bound(p, k, 10.0).value
         assert eb <= opt * (1 + 1e-12), (i, k, eb, opt)
         hb = bounds.heaviest_block_bound(p, k, 10.0).value
         above += eb > hb * (1 + 1e-9)
-    # measured: 31 of 80 such cases; the end blocks' share is what makes the difference
+    return above
+
+
+def test_never_above_the_brute_force_optimum_and_above_heaviest_block_where_ends_are_cheap() -> None:
+    # the first 8 graphs (both generators, n = 5..8, one with a memory limit), k = 2, 3, 4
+    above = _check_against_brute_force(_brute_force_cases(8))
+    # measured: 11 of these 24 cases; the end blocks' share is what makes the difference
+    assert above >= 4, above
+
+
+@pytest.mark.slow
+def test_never_above_the_brute_force_optimum_sweep() -> None:
+    above = _check_against_brute_force(_brute_force_cases())
+    # measured: 29 of these 72 cases
     assert above >= 8, above
 
 

@@ -65,6 +65,7 @@ def test_one_ppo_update_raises_the_log_probability_of_the_best_rollout() -> None
     assert after[best] > before[best]
 
 
+@pytest.mark.slow  # three trainings of 1,000 samples (about 25 s); one PPO update is checked by default above
 def test_trained_policy_finds_the_brute_force_optimum_more_often_than_uniform_sampling() -> None:
     # one seed's training is noisy on so small a graph (it may settle next to the optimum),
     # so the counts are summed over three seeds against the same number of uniform draws.
