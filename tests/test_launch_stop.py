@@ -138,6 +138,7 @@ def test_a_signal_ends_a_local_run_with_its_result_written(tmp_path: Path, lagra
 
 
 @pytest.mark.ray
+@pytest.mark.cluster  # its own Ray, in the command's process
 @pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_a_ray_run_with_its_result_written(tmp_path: Path, lagrangian_instance: Path,
@@ -227,6 +228,7 @@ def test_format_summary_shows_the_pipeline_stage_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.ray
+@pytest.mark.cluster  # its own Ray, in the command's process
 def test_sigterm_while_ray_starts_ends_with_143_and_no_stack_trace(tmp_path: Path) -> None:
     # Ray's start replaces the driver's SIGTERM handling (a C++ handler that prints a stack trace
     # and exits 1; then ray.init's own sys.exit): neither may decide how the command ends
