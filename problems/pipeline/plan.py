@@ -208,8 +208,8 @@ def module_split(problem: PipelineProblem, k: int) -> Evaluation:
 
     cuts = module_cuts(problem)
     if not cuts:
-        raise InputError(f"{problem.name}: no module metadata (a graph from 'import torch' carries it); "
-                         "use --split-at op")
+        raise InputError(f"{problem.name}: no submodule call to begin a stage at (graphs imported from torch "
+                         "carry module metadata); split at op instead")
     order = check_order(problem, np.arange(problem.n))
     positions = np.array([0, *sorted(cuts), problem.n], np.int64)
     p = problem
@@ -303,24 +303,40 @@ def _bound_list(found: Sequence[Bound]) -> list[dict[str, Any]]:
 
 def _unrestricted_bounds(problem: PipelineProblem, k: int, ev: Evaluation, t0: float, time_limit_s: float,
                          bounds: bool, target_gap: float, seed: int, num_workers: int) -> list[Bound]:
-    """``simple``; with ``bounds`` also ``spectral`` and the exact MIP (hinted with ``ev``) for the
-    time left, each only while the gap to ``ev`` is above ``target_gap``. All of them bound the
-    unrestricted problem, so they are valid for any restricted one too."""
+    """``simple``; with ``bounds`` also ``spectral`` (in a thread) next to the exact MIP (hinted
+    with ``ev``, from the simple bound up) for the time left, until the gap to ``ev`` is at most
+    ``target_gap``. All of them bound the unrestricted problem, so they hold for any
+    restricted one too."""
+    import threading
+
     from gapstop.problems.pipeline.bounds import exact_bound, spectral_bound
     from gapstop.problems.pipeline.closed_form import simple_bound
+
+    found: list[Bound] = [simple_bound(problem, k)]
 
     def done() -> bool:
         best = _best(found)
         gap = relative_gap(ev.objective, None if best is None else best.value)
         return gap is not None and gap <= max(target_gap, OPTIMAL_GAP)
 
-    found: list[Bound] = [simple_bound(problem, k)]
-    if bounds and not done():
-        found.append(spectral_bound(problem, k, min(30.0, 0.3 * time_limit_s)))
-        left = time_limit_s - (time.monotonic() - t0)
-        if left > 1.0 and not done():
-            found.append(exact_bound(problem, k, left, hint=ev.blocks.tolist(), random_seed=seed,
-                                     num_workers=num_workers))
+    if not bounds or done():
+        return found
+    stop = threading.Event()
+
+    def spectral() -> None:
+        found.append(spectral_bound(problem, k, min(30.0, 0.3 * time_limit_s), should_stop=stop.is_set))
+        if done():
+            stop.set()
+
+    thread = threading.Thread(target=spectral, name="spectral-bound", daemon=True)
+    thread.start()
+    left = time_limit_s - (time.monotonic() - t0)
+    if left > 1.0:
+        floor = _best(found)
+        found.append(exact_bound(problem, k, left, hint=ev.blocks.tolist(), random_seed=seed, num_workers=num_workers,
+                                 should_stop=stop.is_set, floor=None if floor is None else floor.value))
+    stop.set()
+    thread.join()
     return found
 
 
