@@ -236,7 +236,7 @@ def split_spec(problem: PipelineProblem, ev: Evaluation) -> dict[str, Any]:
     blocks = ev.blocks
     if len(blocks) > 1 and np.any(np.diff(blocks) < 0):
         return {"split_spec": None, "split_spec_problems": [
-            "the stages are not contiguous in the program's order (solve with --contiguous)"]}
+            "the stages are not contiguous in the program's order (solve with --split-at module)"]}
     stacks = _stacks(problem)
     cuts = module_cuts(problem)
     spec: dict[str, str] = {}
