@@ -433,6 +433,10 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
 @click.option("--no-bounds", is_flag=True, help="Search only; report the simple bound.")
 @click.option("--contiguous", is_flag=True,
               help="Stages contiguous in the file's node order (optimal by construction); in-process.")
+@click.option("--split-at", "split_at", type=click.Choice(["module", "op"]), default=None,
+              help="module: only plans torch.distributed.pipelining can run (stages begin at submodule "
+                   "calls; optimal among them, in-process); op: any partition. Default: module for graphs "
+                   "with module metadata (from 'import torch'), else op.")
 @_mcm_options
 @_policy_options
 @_format_option
@@ -441,7 +445,8 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
                    run_dir: str | None, resume: str | None, address: str | None, workers: int | None,
                    cpus_per_worker: float, in_process: bool, quiet: bool, plot: str | None, islands: int | None,
                    no_bounds: bool,
-                   contiguous: bool = False, ring: bool = False, no_triangle: bool = False,
+                   contiguous: bool = False, split_at: str | None = None, ring: bool = False,
+                   no_triangle: bool = False,
                    memory_hard: bool = False, check: str | None = None, policy: str | None = None,
                    finetune: bool = False, policy_mode: str = "fix", fmt: str | None = None) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
@@ -469,14 +474,19 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     policy_spec = _policy_spec(policy, finetune, policy_mode)
     if policy_spec is not None:
         params["policy"] = policy_spec
-    if contiguous:
+    split_at = _split_at(problem, split_at, contiguous, constraints.any or policy_spec is not None)
+    if contiguous or split_at == "module":
+        flag = "--contiguous" if contiguous else "--split-at module"
         if constraints.any:
-            raise InputError("--contiguous: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
-        for flag, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address), ("--plot", plot)):
-            if value is not None:  # would be ignored: the contiguous plan is computed here, without a run directory
-                raise InputError(f"{flag}: not with --contiguous, which runs in this process without a run "
-                                 "directory (use --out for the result)")
-        _solve_contiguous(graph, problem, k, time_limit, seed, out, not no_bounds, fmt)
+            raise InputError(f"{flag}: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
+        for opt, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address), ("--plot", plot)):
+            if value is not None:  # would be ignored: the plan is computed here, without a run directory
+                raise InputError(f"{opt}: not with {flag}, which runs in this process without a run "
+                                 "directory (use --out for the result; --split-at op for a run)")
+        if contiguous:
+            _solve_contiguous(graph, problem, k, time_limit, seed, out, not no_bounds, fmt)
+        else:
+            _solve_module_split(problem, k, time_limit, target_gap, seed, out, not no_bounds, fmt)
         return
     rd = resume or run_dir or str(default_run_dir())
 
@@ -492,6 +502,41 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     _plot_finished(rd, plot)
     guard.give(doc, emit)
     _exit_for(doc)
+
+
+def _split_at(problem: Any, split_at: str | None, contiguous: bool, other_mode: bool) -> str:
+    """``--split-at`` resolved: module by default for graphs with module metadata, unless
+    --contiguous or a multi-chip or policy option asks for another kind of solve."""
+    from gapstop.problems.pipeline.plan import has_module_metadata
+
+    if split_at == "module":
+        if contiguous:
+            raise InputError("--contiguous: not with --split-at module, whose plans are contiguous already")
+        if not has_module_metadata(problem):
+            raise InputError("--split-at module: the graph has no module metadata (graphs from 'import torch' "
+                             "carry it); use --split-at op")
+        return "module"
+    if split_at is None and not contiguous and not other_mode and has_module_metadata(problem):
+        return "module"
+    return "op"
+
+
+def _solve_module_split(problem: Any, k: int, time_limit: float, target_gap: float, seed: int, out: str | None,
+                        bounds: bool, fmt: str | None = None) -> None:
+    from gapstop.problems.pipeline.plan import solve_module_split, stage_lines
+
+    doc = solve_module_split(problem, k, time_limit_s=time_limit, bounds=bounds, target_gap=target_gap, seed=seed,
+                             num_workers=max(2, os.cpu_count() or 1))
+    _write_json(out, doc)
+    _print_pipeline_result(doc, fmt)
+    if fmt == "json":
+        return
+    click.echo("stages begin at submodule calls (--split-at module): optimal among such plans; the gap is "
+               "against the unrestricted lower bound")
+    if not (fmt == "summary" or (fmt is None and sys.stdout.isatty())):  # else printed with the summary
+        for line in stage_lines(doc["stages"]):
+            click.echo(line)
+    click.echo(f"split_spec: {json.dumps(doc['split_spec'])}")
 
 
 def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed: int, out: str | None,

@@ -172,7 +172,16 @@ class IntraopAdapter:
                 "lower_bound_method": None if coord.bound is None else coord.bound.method,
                 "gap": coord.gap, "found_by": None if inc is None else inc.source,
                 "bounds": [b.to_dict() for b in bounds], "elapsed_s": round(elapsed_s, 3),
-                "stopped_because": reason}
+                "stopped_because": reason, **self._plan(problem, inc)}
+
+    @staticmethod
+    def _plan(problem: Any, inc: Any) -> dict[str, Any]:
+        """``plan``: the solution by op name, module, configuration and DTensor placement, for
+        instances from ``intraop generate`` (whose meta names them)."""
+        from gapstop.problems.intraop.strategies import named_plan
+
+        plan = None if inc is None else named_plan(getattr(problem, "meta", None), inc.solution)
+        return {} if plan is None else {"plan": plan}
 
 
 _ADAPTERS: dict[str, Adapter] = {"pipeline": PipelineAdapter(), "intraop": IntraopAdapter()}

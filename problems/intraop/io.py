@@ -41,7 +41,7 @@ from gapstop.engine.persist import parse_json_bytes, read_input_bytes
 from gapstop.problems.intraop.model import IntraopProblem, interval_sum
 
 #: Bump when the cached array layout changes; old cache files are then ignored.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 #: Largest interval end accepted: per-time-step profiles are dense arrays of this length
 #: (an int64 profile is 128 MiB at the limit).
 MAX_HORIZON = 2**24
@@ -178,7 +178,8 @@ def problem_from_dict(doc: Any, source: str | Path = "<dict>") -> IntraopProblem
         name=str(name) if name is not None else path.name.split(".")[0],
         node_ptr=node_ptr, node_cost=node_cost, node_usage=node_usage,
         start=iv[:, 0], end=iv[:, 1], edge_u=uv[:, 0], edge_v=uv[:, 1],
-        edge_ptr=edge_ptr, edge_cost=edge_cost, usage_limit=limit)
+        edge_ptr=edge_ptr, edge_cost=edge_cost, usage_limit=limit,
+        meta=doc.get("meta") if isinstance(doc.get("meta"), dict) else None)
     check_limits(problem, path)
     return problem
 
@@ -242,7 +243,8 @@ def _save_cache(file: Path, problem: IntraopProblem, source_digest: str) -> None
         arrays = {a: getattr(problem, a) for a in _ARRAYS}
         np.savez(tmp, name=np.array(problem.name), usage_limit=np.array(limit, dtype=np.int64),
                  source_sha256=np.array(source_digest),
-                 arrays_sha256=np.array(_arrays_digest(problem.name, limit, arrays)), **arrays)
+                 arrays_sha256=np.array(_arrays_digest(problem.name, limit, arrays)),
+                 meta=np.array(json.dumps(problem.meta)), **arrays)
         tmp.replace(file)
     except OSError:
         pass  # a read-only or full cache only costs speed
@@ -260,13 +262,15 @@ def _load_cache(file: Path, source: Path, source_digest: str) -> IntraopProblem:
             raise ValueError("made from other content than the file's")
         name, limit = str(z["name"]), int(z["usage_limit"])
         arrays = {a: z[a] for a in _ARRAYS}
+        meta = json.loads(str(z["meta"]))
         if str(z["arrays_sha256"]) != _arrays_digest(name, limit, arrays):
             raise ValueError("its arrays do not match their digest")
     for a in _ARRAYS:
         want = np.int32 if a in ("edge_u", "edge_v") else np.int64
         if arrays[a].dtype != want or arrays[a].ndim != 1:
             raise ValueError(f"array {a} is not a vector of {np.dtype(want)}")
-    problem = IntraopProblem(name=name, usage_limit=None if limit < 0 else limit, **arrays)
+    problem = IntraopProblem(name=name, usage_limit=None if limit < 0 else limit,
+                             meta=meta if isinstance(meta, dict) else None, **arrays)
     check_limits(problem, source)
     return problem
 

@@ -61,6 +61,8 @@ class IntraopProblem:
             row-major ``k_u x k_v``.
         edge_cost: int64[edge_ptr[-1]], edge cost tables.
         usage_limit: memory available at each time step, or None (unconstrained).
+        meta: the file's ``meta`` object, if any (generated instances name their ops and
+            configurations there); costs never read it.
     """
 
     name: str
@@ -74,6 +76,7 @@ class IntraopProblem:
     edge_ptr: NDArray[np.int64]
     edge_cost: NDArray[np.int64]
     usage_limit: int | None
+    meta: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for f, dt in (("node_ptr", np.int64), ("node_cost", np.int64), ("node_usage", np.int64),

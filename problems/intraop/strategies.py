@@ -95,6 +95,7 @@ class Op:
     attrs: dict[str, Any]
     flops: float
     bytes: float
+    module: str | None = None
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,61 @@ def config_label(dom: Domain, c: tuple[int, ...]) -> str:
     return "split " + ", ".join(parts) if parts else "replicated"
 
 
+def placement(dom: Domain, c: tuple[int, ...], nprocs: int, mesh: Sequence[int] | None = None) -> list[str] | None:
+    """The DTensor placements of an op's output under configuration ``c``, one per mesh axis (a
+    1-D mesh of ``nprocs`` devices without ``mesh``), where they describe its layout exactly.
+
+    Each axis goes to one domain dimension or to none, so that the products per dimension are
+    ``c`` (the first such assignment, an unused axis first): an unused axis, or one splitting a
+    reduction dimension (whose partial sums the costs all-reduce), is ``Replicate()``; one
+    splitting the dimension that output dimension d follows is ``Shard(d)`` (two axes on one
+    dimension shard it in mesh-axis order, as DTensor does). None when no assignment gives
+    ``c`` (without a mesh: more than one dimension split, or fewer than all ``nprocs`` ways, which
+    leaves replica groups a 1-D mesh cannot express) or an axis splits a dimension the output
+    does not have.
+    """
+    axes = list(mesh) if mesh else [nprocs]
+    n = len(c)
+    for assign in itertools.product([n, *range(n)], repeat=len(axes)):
+        prod = [1] * n
+        for a, d in zip(axes, assign):
+            if d < n:
+                prod[d] *= a
+        if tuple(prod) == tuple(c):
+            break
+    else:
+        return None
+    out = []
+    for d in assign:
+        if d == n or dom.reduce[d]:
+            out.append("Replicate()")
+        elif d in dom.out_map:
+            out.append(f"Shard({dom.out_map.index(d)})")
+        else:
+            return None
+    return out
+
+
+def named_plan(meta: Any, solution: Sequence[int]) -> list[dict[str, Any]] | None:
+    """Per instance node of a generated instance: ``op`` (its name), ``module``, ``configuration``
+    (its label) and ``placement`` (:func:`placement`, None where not exact) of the chosen
+    strategy. None when ``meta`` does not describe the instance's nodes (not from ``generate``)."""
+    if not isinstance(meta, dict):
+        return None
+    ops, configs = meta.get("ops"), meta.get("configs")
+    if not isinstance(ops, list) or not isinstance(configs, list) or not len(ops) == len(solution) == len(configs):
+        return None
+    modules = meta.get("modules") or [None] * len(ops)
+    places = meta.get("placements") or [None] * len(ops)
+    out = []
+    for i, s in enumerate(solution):
+        if not 0 <= s < len(configs[i]):
+            return None
+        out.append({"op": ops[i], "module": modules[i], "configuration": configs[i][s],
+                    "placement": places[i][s] if places[i] is not None else None})
+    return out
+
+
 def node_time_s(op: Op, dom: Domain, c: tuple[int, ...], chip: ChipProfile, nprocs: int, training: bool) -> float:
     """``t_V`` in seconds (module docstring)."""
     P = math.prod(c)
@@ -442,7 +498,8 @@ def read_ops(doc: Any, path: str | Path) -> tuple[str, list[Op | None], list[tup
         out.append(Op(i, str(o.get("name") or f"node{i}"), opname, kind,
                       tuple(_tensor(path, f"{where}.inputs[{j}]", t, True) for j, t in enumerate(ins)),
                       tuple(_tensor(path, f"{where}.outputs[{j}]", t, False) for j, t in enumerate(outs)),
-                      attrs, float(flops), float(nbytes)))
+                      attrs, float(flops), float(nbytes),
+                      o.get("module") if isinstance(o.get("module"), str) else None))
     edges = g.get("edges", [])
     if not isinstance(edges, list) or not all(isinstance(e, list) and len(e) == 2 and all(type(x) is int and
                                                   0 <= x < len(ops) for x in e) for e in edges):
@@ -475,8 +532,9 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
              training: bool = False, max_configs: int = DEFAULT_MAX_CONFIGS) -> dict[str, Any]:
     """The contest-format instance document (``{"problem": ..., "meta": ...}``); see the module docstring.
 
-    ``meta`` names the ops of the instance nodes (``ops``), the label of each configuration
-    (``configs``), the configurations dropped by the cap (``dropped``) and the units.
+    ``meta`` names the ops of the instance nodes (``ops``) and their modules (``modules``), the
+    label of each configuration (``configs``) and its DTensor placements (``placements``, see
+    :func:`placement`), the configurations dropped by the cap (``dropped``) and the units.
 
     Raises:
         InputError: bad ``nprocs``/``mesh``/``max_configs``, or a graph without usable op metadata.
@@ -496,7 +554,7 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
             for t in op.outputs:
                 producer[t.name] = op
     # configurations
-    doms, configs, costs, usages, labels, dropped = [], [], [], [], [], {}
+    doms, configs, costs, usages, labels, places, dropped = [], [], [], [], [], [], {}
     total_use = 0
     for op in real:
         dom = op_domain(op)
@@ -522,6 +580,7 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
             raise InputError(f"{path}: graph.nodes.ops[{op.index}]: usages (bytes per processor) summed over the "
                              "ops reach 2^62, above what the instance format supports")
         labels.append([config_label(dom, c) for c in cs])
+        places.append([placement(dom, c, nprocs, mesh) for c in cs])
     # edges: each input of a real op, traced back through views to the real op producing it
     edges: dict[tuple[int, int], list[list[int]]] = {}
     last_use = {op.index: step[op.index] for op in real}
@@ -581,7 +640,8 @@ def generate(doc: Any, path: str | Path, nprocs: int, chip: ChipProfile, *, mesh
     meta = {"generator": "gapstop intraop generate", "nprocs": nprocs, "mesh": list(mesh) if mesh else None,
             "chip": chip.name, "training": training, "units": {"cost": "ns (each entry rounded to nearest)",
                                                                "usage": "bytes per processor"},
-            "ops": [op.name for op in real], "configs": labels, "max_configs": max_configs,
+            "ops": [op.name for op in real], "modules": [op.module for op in real], "configs": labels,
+            "placements": places, "max_configs": max_configs,
             "dropped": dropped, "dropped_total": sum(dropped.values()),
             "view_ops": len(views), "ops_without_metadata": sum(op is None for op in ops),
             "graph_edges_between_ops_without_tensor_match": len(explained - set(edges))}

@@ -501,3 +501,121 @@ def improve_split(order, starts, work, size_param, size_out, succ_ptr, succ, pre
             break
         moves += 1
     return o, st
+
+
+@njit(cache=True, nogil=True)
+def cut_segment_costs(order, cuts, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
+                      bandwidth, memory):
+    """Cost of every block that runs from one allowed cut to a later one.
+
+    Args:
+        order: int32[n], a topological order (the schedule).
+        cuts: int64[m + 1], increasing positions in ``order`` where a block may begin,
+            ``cuts[0] == 0`` and ``cuts[m] == n`` (the end).
+    Returns:
+        float64[m + 1, m + 1]: entry ``[a, b]`` (a < b) is the cost of the block of positions
+        ``cuts[a] .. cuts[b] - 1``, computed as :func:`_segment_cost` does; ``inf`` elsewhere.
+    """
+    n = order.shape[0]
+    m = cuts.shape[0] - 1
+    pos = np.empty(n, np.int64)
+    for t in range(n):
+        pos[order[t]] = t
+    maxcons = _max_consumer_pos(pos, succ_ptr, succ)
+    stamp = np.full(n, -1, np.int64)
+    cost = np.full((m + 1, m + 1), INF)
+    for a in range(m):
+        l = cuts[a]
+        work_s = 0.0
+        param_s = 0
+        in_b = 0
+        out_b = 0
+        sink_b = 0
+        runmax = 0
+        b = a + 1
+        for r in range(l, n):
+            # the block-extension step of _segment_cost: change both together
+            v = order[r]
+            x = size_out[v] + out_b + sink_b
+            if x > runmax:
+                runmax = x
+            work_s += work[v]
+            param_s += size_param[v]
+            for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred[e]
+                if pos[u] >= l:
+                    if maxcons[u] == r:
+                        out_b -= size_out[u]
+                elif stamp[u] != l:
+                    stamp[u] = l
+                    in_b += size_out[u]
+            if maxcons[v] > r:
+                out_b += size_out[v]
+            elif maxcons[v] < 0:
+                sink_b += size_out[v]
+            if r == cuts[b] - 1:
+                cost[a, b] = _cost(work_s, in_b, out_b, param_s, in_b + runmax, bandwidth, memory)
+                b += 1
+    return cost
+
+
+@njit(cache=True, nogil=True)
+def split_at_cuts(cost, cut_bytes, k):
+    """The best split into at most k blocks that each run from one allowed cut to a later one.
+
+    First the least bottleneck T (the largest block cost); then, among the splits whose every
+    block costs at most T, the least sum of squared block costs (the most even other stages),
+    and among those the fewest ``cut_bytes`` summed over the cuts used.
+
+    Args:
+        cost: float64[m + 1, m + 1] from :func:`cut_segment_costs`.
+        cut_bytes: int64[m + 1], bytes that cross cut a when a block begins there (index 0
+            is never a cut between blocks and is not counted).
+    Returns:
+        (T, starts): ``starts`` int64[p], p <= k, the cut indices where the blocks begin
+        (``starts[0] == 0``).
+    """
+    m = cost.shape[0] - 1
+    dp = np.full((k + 1, m + 1), INF)
+    dp[0, 0] = 0.0
+    for j in range(1, k + 1):
+        for b in range(1, m + 1):
+            best = INF
+            for a in range(b):
+                x = dp[j - 1, a]
+                if cost[a, b] > x:
+                    x = cost[a, b]
+                if x < best:
+                    best = x
+            dp[j, b] = best
+    T = INF
+    for j in range(1, k + 1):
+        if dp[j, m] < T:
+            T = dp[j, m]
+    sq = np.full((k + 1, m + 1), INF)
+    by = np.zeros((k + 1, m + 1), np.int64)
+    par = np.full((k + 1, m + 1), -1, np.int64)
+    sq[0, 0] = 0.0
+    for j in range(1, k + 1):
+        for b in range(1, m + 1):
+            for a in range(b):
+                c = cost[a, b]
+                if c > T or sq[j - 1, a] == INF:
+                    continue
+                s = sq[j - 1, a] + c * c
+                y = by[j - 1, a] + (cut_bytes[a] if a > 0 else 0)
+                if s < sq[j, b] or (s == sq[j, b] and y < by[j, b]):
+                    sq[j, b] = s
+                    by[j, b] = y
+                    par[j, b] = a
+    jb = 1
+    for j in range(2, k + 1):
+        if sq[j, m] < sq[jb, m] or (sq[j, m] == sq[jb, m] and by[j, m] < by[jb, m]):
+            jb = j
+    starts = np.empty(jb, np.int64)
+    b = m
+    for j in range(jb, 0, -1):
+        a = par[j, b]
+        starts[j - 1] = a
+        b = a
+    return T, starts

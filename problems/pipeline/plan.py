@@ -9,6 +9,10 @@
   order): SliceGraph on that order is exact, so this is optimal among such plans by
   construction. Lower bounds computed on the unrestricted problem then say how much the
   restriction can cost.
+* :func:`solve_module_split`: the best plan that ``torch.distributed.pipelining`` can make from a
+  ``split_spec``: stages contiguous in the program's order, each beginning where a call of a
+  submodule begins (:func:`module_cuts`). Exact by a dynamic program over those cut positions;
+  its gap is against the unrestricted lower bounds.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
+from gapstop.engine.errors import InputError
 from gapstop.engine.records import Bound, relative_gap
 from gapstop.problems.pipeline.evaluate import Evaluation, check_order, evaluate
 from gapstop.problems.pipeline.model import PipelineProblem
@@ -128,35 +134,118 @@ def stage_lines(stages: Sequence[dict[str, Any]], max_modules: int = 4) -> list[
     return out
 
 
+def _stacks(problem: PipelineProblem) -> list[list[str]]:
+    assert problem.ops is not None
+    return [list(op.get("module_stack") or []) if op else [] for op in problem.ops]
+
+
+def has_module_metadata(problem: PipelineProblem) -> bool:
+    """True for a torch import whose ops carry the module paths that ran them."""
+    return (problem.ops is not None and problem.meta.get("source") == "torch"
+            and any(op and op.get("module_stack") for op in problem.ops))
+
+
+def module_cuts(problem: PipelineProblem) -> dict[int, str]:
+    """Where ``torch.distributed.pipelining`` can begin a stage: node index -> module path.
+
+    ``SplitPoint.BEGINNING`` on a module splits the program before every call of that module,
+    and the split program's stages are contiguous in its order. A node is a cut when it is the
+    first op of a module whose ops form one contiguous run of the node order (the module runs
+    once) and some op other than an input comes before it; the path given is the outermost
+    such module. Empty for graphs without module metadata (:func:`has_module_metadata`).
+    """
+    if not has_module_metadata(problem):
+        return {}
+    assert problem.ops is not None
+    stacks = _stacks(problem)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    runs: Counter[str] = Counter()
+    for i, stack in enumerate(stacks):
+        for m in stack:
+            if last.get(m) != i - 1:
+                runs[m] += 1
+            first.setdefault(m, i)
+            last[m] = i
+    first_op = next((i for i, op in enumerate(problem.ops) if op and op.get("op") != "Input"), problem.n)
+    cuts: dict[int, str] = {}
+    for i, stack in enumerate(stacks):
+        if i <= first_op:
+            continue
+        starts = [m for m in stack if first[m] == i and runs[m] == 1]
+        if starts:
+            cuts[i] = starts[0]
+    return cuts
+
+
+def cut_bytes(problem: PipelineProblem, positions: Sequence[int]) -> NDArray[np.int64]:
+    """Per position p of the node order: the bytes of the tensors made before p and read at or
+    after it, which a stage boundary at p sends forward (once, however many later stages read
+    them, as torch.distributed.pipelining passes values on)."""
+    n = problem.n
+    last = np.full(n, -1, np.int64)
+    if problem.m:
+        np.maximum.at(last, problem.edges[:, 0].astype(np.int64), problem.edges[:, 1].astype(np.int64))
+    diff = np.zeros(n + 2, np.int64)
+    for u in np.nonzero(last > np.arange(n))[0]:
+        diff[u + 1] += int(problem.size_out[u])
+        diff[last[u] + 1] -= int(problem.size_out[u])
+    live = np.cumsum(diff)
+    return np.array([live[p] for p in positions], np.int64)
+
+
+def module_split(problem: PipelineProblem, k: int) -> Evaluation:
+    """The best plan into at most k stages of the node order, each stage beginning at one of
+    :func:`module_cuts`, re-scored by the exact evaluator.
+
+    Exact among such plans: a dynamic program over the cut positions finds the least
+    bottleneck T; among plans with bottleneck T it then takes the least sum of squared stage
+    costs (the other stages as even as they can be), then the fewest bytes crossing the stage
+    boundaries (:func:`cut_bytes`). Raises InputError without module metadata or when the node
+    order is not topological.
+    """
+    from gapstop.problems.pipeline import _kernels
+
+    cuts = module_cuts(problem)
+    if not cuts:
+        raise InputError(f"{problem.name}: no submodule call to begin a stage at (graphs imported from torch "
+                         "carry module metadata); split at op instead")
+    order = check_order(problem, np.arange(problem.n))
+    positions = np.array([0, *sorted(cuts), problem.n], np.int64)
+    p = problem
+    cost = _kernels.cut_segment_costs(order, positions, p.work, p.size_param, p.size_out, p.succ_ptr, p.succ,
+                                      p.pred_ptr, p.pred, p.bandwidth, p.memory_or_minus1)
+    _, starts = _kernels.split_at_cuts(cost, cut_bytes(problem, positions), int(k))
+    blocks = np.zeros(problem.n, np.int64)
+    for s, a in enumerate(starts):
+        blocks[positions[a]:] = s
+    return evaluate(problem, blocks, order, k=k)
+
+
 def split_spec(problem: PipelineProblem, ev: Evaluation) -> dict[str, Any]:
     """For torch imports: ``{"split_spec": {module path: "BEGINNING"} | None, "split_spec_problems": [...]}``
     ready for ``torch.distributed.pipelining.pipeline(module, mb_args, split_spec=...)``
     (with ``SplitPoint.BEGINNING``); ``{}`` for other graphs.
 
-    Stage s >= 1 must begin where a module called by the program begins (the outermost module
-    on its first op's ``module_stack`` whose first op that is). A stage boundary inside a
-    module, at an op outside every submodule, or stages not contiguous in the program's order
-    give ``split_spec: None`` and one line per problem instead of a wrong split point.
+    Stage s >= 1 must begin at one of :func:`module_cuts`. A stage boundary inside a module,
+    at an op outside every submodule, or stages not contiguous in the program's order give
+    ``split_spec: None`` and one line per problem instead of a wrong split point.
     """
     if problem.ops is None or problem.meta.get("source") != "torch":
         return {}
     blocks = ev.blocks
     if len(blocks) > 1 and np.any(np.diff(blocks) < 0):
         return {"split_spec": None, "split_spec_problems": [
-            "the stages are not contiguous in the program's order (solve with --contiguous)"]}
-    stacks = [list(op.get("module_stack") or []) if op else [] for op in problem.ops]
-    first: dict[str, int] = {}
-    for i, stack in enumerate(stacks):
-        for m in stack:
-            first.setdefault(m, i)
+            "the stages are not contiguous in the program's order (solve with --split-at module)"]}
+    stacks = _stacks(problem)
+    cuts = module_cuts(problem)
     spec: dict[str, str] = {}
     problems: list[str] = []
     for s in range(1, int(blocks.max()) + 1 if len(blocks) else 0):
         i = int(np.argmax(blocks == s))
         op = problem.ops[i] or {}
-        starts = [m for m in stacks[i] if first[m] == i]
-        if starts:
-            spec[starts[0]] = "BEGINNING"
+        if i in cuts:
+            spec[cuts[i]] = "BEGINNING"
         elif stacks[i]:
             problems.append(f"stage {s} begins at op {op.get('name')!r} inside module {stacks[i][-1]!r}")
         else:
@@ -183,20 +272,10 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
     valid for every plan, contiguous or not, so ``gap`` bounds what the restriction costs.
     Returns the result document (the README's ``result.json`` plus ``mode`` and ``stages``).
     """
-    from gapstop.problems.pipeline.bounds import exact_bound, spectral_bound
-    from gapstop.problems.pipeline.closed_form import simple_bound
-
     t0 = time.monotonic()
     ev = contiguous_split(problem, k, order)
-    found: list[Bound] = [simple_bound(problem, k)]
-    if bounds:
-        found.append(spectral_bound(problem, k, min(30.0, 0.3 * time_limit_s)))
-        left = time_limit_s - (time.monotonic() - t0)
-        if left > 1.0:
-            found.append(exact_bound(problem, k, left, hint=ev.blocks.tolist(), random_seed=seed,
-                                     num_workers=num_workers))
-    valid = [b for b in found if math.isfinite(b.value)]
-    best = max(valid, key=lambda b: b.value) if valid else None
+    found = _unrestricted_bounds(problem, k, ev, t0, time_limit_s, bounds, 0.0, seed, num_workers)
+    best = _best(found)
     lb = None if best is None else best.value
     return {
         "problem": "pipeline", "graph": problem.name, "k": k, "mode": "contiguous",
@@ -205,10 +284,106 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
         "gap": relative_gap(ev.objective, lb),
         "blocks": ev.blocks.tolist(), "order": ev.order.tolist(), "block_costs": ev.block_costs.tolist(),
         "found_by": "contiguous-slicegraph",
-        "bounds": [b.to_dict() for b in sorted(found, key=lambda b: -b.value if math.isfinite(b.value)
-                                                  else math.inf)],
+        "bounds": _bound_list(found),
         "stages": stage_plan(problem, ev),
         **split_spec(problem, ev),
         "elapsed_s": round(time.monotonic() - t0, 3),
         "stopped_because": "contiguous-optimal",
+    }
+
+
+def _best(found: Sequence[Bound]) -> Bound | None:
+    valid = [b for b in found if math.isfinite(b.value)]
+    return max(valid, key=lambda b: b.value) if valid else None
+
+
+def _bound_list(found: Sequence[Bound]) -> list[dict[str, Any]]:
+    return [b.to_dict() for b in sorted(found, key=lambda b: -b.value if math.isfinite(b.value) else math.inf)]
+
+
+def _unrestricted_bounds(problem: PipelineProblem, k: int, ev: Evaluation, t0: float, time_limit_s: float,
+                         bounds: bool, target_gap: float, seed: int, num_workers: int) -> list[Bound]:
+    """``simple``; with ``bounds`` also ``spectral`` (in a thread) next to the exact MIP (hinted
+    with ``ev``, from the simple bound up) for the time left, until the gap to ``ev`` is at most
+    ``target_gap``. All of them bound the unrestricted problem, so they hold for any
+    restricted one too."""
+    import threading
+
+    from gapstop.problems.pipeline.bounds import exact_bound, spectral_bound
+    from gapstop.problems.pipeline.closed_form import simple_bound
+
+    found: list[Bound] = [simple_bound(problem, k)]
+
+    def done() -> bool:
+        best = _best(found)
+        gap = relative_gap(ev.objective, None if best is None else best.value)
+        return gap is not None and gap <= max(target_gap, OPTIMAL_GAP)
+
+    if not bounds or done():
+        return found
+    stop = threading.Event()
+
+    def spectral() -> None:
+        found.append(spectral_bound(problem, k, min(30.0, 0.3 * time_limit_s), should_stop=stop.is_set))
+        if done():
+            stop.set()
+
+    thread = threading.Thread(target=spectral, name="spectral-bound", daemon=True)
+    thread.start()
+    left = time_limit_s - (time.monotonic() - t0)
+    if left > 1.0:
+        floor = _best(found)
+        found.append(exact_bound(problem, k, left, hint=ev.blocks.tolist(), random_seed=seed, num_workers=num_workers,
+                                 should_stop=stop.is_set, floor=None if floor is None else floor.value))
+    stop.set()
+    thread.join()
+    return found
+
+
+#: the gap at which a plan counts as proven optimal (README: result.json)
+OPTIMAL_GAP = 1e-5
+
+
+def solve_module_split(problem: PipelineProblem, k: int, *, time_limit_s: float = 60.0, bounds: bool = True,
+                       target_gap: float = 0.0, seed: int = 0, num_workers: int = 2) -> dict[str, Any]:
+    """``pipeline solve --split-at module``: the best plan torch.distributed.pipelining can run
+    (:func:`module_split`) and unrestricted lower bounds.
+
+    The plan is optimal among module-boundary plans; the bounds hold for every plan, so
+    ``gap`` is at least what the restriction costs. ``stopped_because``: ``optimal`` (gap at
+    most 1e-5), ``target-gap``, ``bounds-exhausted`` (the exact MIP was solved: more time does
+    not lower the bound; without a memory limit its value is the unrestricted optimum, so the
+    gap is exactly what the restriction costs), ``time-limit``, or ``no-bounds``. Returns the result document with ``mode``,
+    ``stages``, ``split_spec`` and ``split_points`` (the same module paths in program order,
+    as torchtitan's ``pipeline_parallel_split_points`` lists them).
+    """
+    t0 = time.monotonic()
+    ev = module_split(problem, k)
+    found = _unrestricted_bounds(problem, k, ev, t0, time_limit_s, bounds, target_gap, seed, num_workers)
+    best = _best(found)
+    lb = None if best is None else best.value
+    gap = relative_gap(ev.objective, lb)
+    if gap is not None and gap <= OPTIMAL_GAP:
+        why = "optimal"
+    elif gap is not None and gap <= target_gap:
+        why = "target-gap"
+    elif any(b.method == "exact" and b.status == "optimal" for b in found):
+        why = "bounds-exhausted"
+    else:
+        why = "time-limit" if bounds else "no-bounds"
+    spec = split_spec(problem, ev)
+    assert spec["split_spec"] is not None, spec  # every stage begins at a module cut
+    return {
+        "problem": "pipeline", "graph": problem.name, "k": k, "mode": "module",
+        "objective": ev.objective, "module_optimal": True,
+        "lower_bound": lb, "lower_bound_method": None if best is None else best.method,
+        "gap": gap,
+        "blocks": ev.blocks.tolist(), "order": ev.order.tolist(), "block_costs": ev.block_costs.tolist(),
+        "found_by": "module-cuts-dp",
+        "bounds": _bound_list(found),
+        "stages": stage_plan(problem, ev),
+        **spec, "split_points": list(spec["split_spec"]),
+        "module_cuts": len(module_cuts(problem)),
+        "elapsed_s": round(time.monotonic() - t0, 3),
+        "stopped_because": why,
     }

@@ -22,9 +22,11 @@ Dynamic (symbolic) shapes are not resolved: export with static shapes. Imports t
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import operator
+import re
 from pathlib import Path
 from typing import Any
 
@@ -188,25 +190,87 @@ def _module_stack(node: Any) -> list[str]:
     return [str(v[0]) for v in stack.values() if v and str(v[0])]
 
 
-def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], str | None]:
-    """Import a saved ``torch.export`` program as a pipeline graph document; see the module
-    docstring. Returns ``(document, warning)`` like :func:`..onnx_graph.import_onnx`."""
+#: torch.export.load's log line when a program's inputs or outputs use a pytree type (a
+#: dataclass such as transformers' ModelOutput classes) not registered in this process
+_UNREGISTERED = re.compile(r"Deserializing ([\w.]+) in pytree is not registered")
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+def _register_by_import(type_name: str) -> bool:
+    """Import the module that defines ``type_name`` (as unpickling would): libraries such as
+    transformers register their output classes as pytree nodes when the module is imported."""
+    module = type_name.rpartition(".")[0]
+    if not module:
+        return False
+    try:
+        importlib.import_module(module)
+    except Exception:  # not installed, or fails to import: the load error stands
+        return False
+    return True
+
+
+def load_program(path: str | Path) -> Any:
+    """``torch.export.load`` of a saved program; InputError in one line if it cannot be read.
+
+    A program whose inputs or outputs are pytree types registered by a library (the output
+    classes of HF transformers) can only be loaded where they are registered: such a type's
+    module is imported once, if installed, and the load tried again.
+    """
     torch = _torch()
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
     # torch.export.load logs a failed archive read with its traceback (a warning) before it
     # raises: the failure is reported below in one line, so its log stays quiet meanwhile
-    quiet = logging.getLogger("torch.export")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        ep = torch.export.load(str(p))
-    except Exception as e:  # zip, pickle and schema errors of several types
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise InputError(f"{p}: not a readable torch.export program ({type(e).__name__}: {first})") from None
-    finally:
-        quiet.setLevel(level)
+    log = logging.getLogger("torch.export")
+    level, propagate, handlers = log.level, log.propagate, log.handlers[:]
+    tried: set[str] = set()
+    while True:
+        collect = _Collect()
+        log.setLevel(logging.WARNING)
+        log.propagate = False
+        log.handlers[:] = [collect]  # torch's own handlers print it otherwise
+        try:
+            return torch.export.load(str(p))
+        except Exception as e:  # zip, pickle and schema errors of several types
+            found = _UNREGISTERED.search("\n".join(collect.lines))
+            if found and found.group(1) not in tried:
+                tried.add(found.group(1))
+                if _register_by_import(found.group(1)):
+                    continue
+            if found:
+                raise InputError(f"{p}: its inputs or outputs use the pytree type {found.group(1)}, which is not "
+                                 "registered in this process (install the library that defines it, or export a "
+                                 "module that returns plain tensors)") from None
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise InputError(f"{p}: not a readable torch.export program ({type(e).__name__}: {first})") from None
+        finally:
+            log.handlers[:] = handlers
+            log.setLevel(level)
+            log.propagate = propagate
+
+
+def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], str | None]:
+    """Import a saved ``torch.export`` program as a pipeline graph document; see the module
+    docstring. Returns ``(document, warning)`` like :func:`..onnx_graph.import_onnx`."""
+    p = Path(path)
+    return import_program(load_program(p), chip, p.stem, p.name, str(p))
+
+
+def import_program(ep: Any, chip: ChipProfile, name: str, model: str, where: str) -> tuple[dict[str, Any], str | None]:
+    """Import an ``ExportedProgram`` in memory (see :func:`import_torch`): ``name`` is the graph's
+    name, ``model`` goes to ``meta.model``, ``where`` starts error messages."""
+    torch = _torch()
+    p = Path(where)
     sig = ep.graph_signature
     fqn: dict[str, str] = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
                            **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
@@ -319,5 +383,5 @@ def import_torch(path: str | Path, chip: ChipProfile) -> tuple[dict[str, Any], s
     for v, sizes in out_sizes.items():  # tuple outputs travel together: the elements read downstream
         read_ = sorted(used.get(v, set()))
         b.size_out[v] = sum(sizes[j] for j in read_) if read_ else sum(sizes)
-    meta = {"source": "torch", "model": p.name}
-    return b.document(p.stem, meta), b.warning(str(p))
+    meta = {"source": "torch", "model": model}
+    return b.document(name, meta), b.warning(where)
