@@ -209,21 +209,3 @@ def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Pa
     assert reported and held[-1][0] - reported[0] >= 1.0
     assert len({n for _, n in held} - {0}) <= 1
     assert seen[-1][1] > max(n for _, n in held)  # and it searches after the head start
-
-
-def test_deferred_interrupt_holds_sigint_back_and_restores_the_handler() -> None:
-    import os
-    import signal
-
-    from gapstop.actors.runner import _deferred_interrupt
-
-    before = signal.getsignal(signal.SIGINT)
-    with _deferred_interrupt() as got:
-        assert got == [False]
-        os.kill(os.getpid(), signal.SIGINT)  # would raise KeyboardInterrupt here otherwise
-        time.sleep(0.05)
-        assert got == [True]
-    assert signal.getsignal(signal.SIGINT) is before
-    with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)
