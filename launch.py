@@ -302,6 +302,21 @@ def _check_time_limit(time_limit: float) -> None:
         raise InputError(f"--time-limit: must be > 0 and at most {MAX_TIME_LIMIT_S:g} seconds, got {time_limit}")
 
 
+def _refuse_given(mode: str, names: tuple[str, ...]) -> None:
+    """A flag given on the command line that ``mode`` would ignore is an error (one line, exit 2)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    for name in names:
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+            raise InputError(f"{flag}: does not apply {mode}")
+
+
+#: run options that only a Ray run reads
+_RAY_ONLY = ("address", "cpus_per_worker")
+
+
 def _check_run_options(target_gap: float, time_limit: float, workers: int | None, cpus_per_worker: float) -> None:
     if not 0 <= target_gap < 1:
         raise InputError(f"--target-gap: must be in [0, 1), got {target_gap}")
@@ -310,6 +325,11 @@ def _check_run_options(target_gap: float, time_limit: float, workers: int | None
         raise InputError(f"--workers: must be in [1, {MAX_WORKERS}], got {workers}")
     if not 0 < cpus_per_worker < math.inf:  # also refuses nan
         raise InputError(f"--cpus-per-worker: must be a finite number > 0, got {cpus_per_worker}")
+    ctx = click.get_current_context()
+    if ctx.params.get("in_process"):
+        _refuse_given("with --in-process (threads in this process, never Ray)", _RAY_ONLY)
+    elif ctx.params.get("address") is None and ctx.params.get("workers") is None:
+        _refuse_given("to a run in this process (Ray runs with --address or --workers)", ("cpus_per_worker",))
 
 
 def _guard_kind(problem: str, local: bool, plot: str | None) -> str:
@@ -479,6 +499,10 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         flag = "--contiguous" if contiguous else "--split-at module"
         if constraints.any:
             raise InputError(f"{flag}: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
+        if policy_spec is not None:
+            raise InputError(f"--policy: not with {flag}, which has no search islands")
+        _refuse_given(f"with {flag}, which computes its plan in this process without search islands",
+                      ("islands", "workers", "cpus_per_worker"))
         for opt, value in (("--run-dir", run_dir), ("--resume", resume), ("--address", address), ("--plot", plot)):
             if value is not None:  # would be ignored: the plan is computed here, without a run directory
                 raise InputError(f"{opt}: not with {flag}, which runs in this process without a run "
@@ -654,6 +678,12 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         raise InputError(f"--max-table: must be >= 1, got {max_table}")
     if plot is not None and method == "elimination":
         raise InputError("--plot: not with --method elimination, which leaves no run directory to draw")
+    if method == "elimination":  # one exact computation in this process: no run, no search, no Ray
+        _refuse_given("to --method elimination (it reads --time-limit, --out and --format)",
+                      ("target_gap", "seed", "run_dir", "resume", "address", "workers", "cpus_per_worker",
+                       "in_process", "quiet"))
+    else:
+        _refuse_given("to --method search (it is --method elimination's table cap)", ("max_table",))
     _check_plot(plot)
     rd = resume or run_dir or str(default_run_dir())
 

@@ -244,3 +244,23 @@ def test_sigterm_while_ray_starts_ends_with_143_and_no_stack_trace(tmp_path: Pat
         assert json.loads((rd / "result.json").read_text())["stopped_because"] == "terminated"
     else:
         assert err.strip().splitlines() == ["error: SIGTERM: stopped before a result was ready"] and out == ""
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["intraop", "solve", EXAMPLE, "--in-process", "--address", "auto"], "--address"),
+    (["intraop", "solve", EXAMPLE, "--cpus-per-worker", "2"], "--cpus-per-worker"),
+    (["intraop", "solve", EXAMPLE, "--method", "elimination", "--seed", "3"], "--seed"),
+    (["intraop", "solve", EXAMPLE, "--method", "elimination", "--run-dir", "rd"], "--run-dir"),
+    (["intraop", "solve", EXAMPLE, "--max-table", "100"], "--max-table"),
+    (["pipeline", "solve", str(ROOT / "examples" / "regal_like_60.json"), "-k", "2", "--contiguous", "--islands", "2"],
+     "--islands"),
+])
+def test_a_flag_the_mode_would_ignore_is_one_line_and_exit_2(tmp_path: Path, args: list[str], flag: str) -> None:
+    from click.testing import CliRunner
+
+    from gapstop.launch import main
+
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"error: {flag}: does not apply"), res.stderr
+    assert not (tmp_path / "rd").exists() and not (tmp_path / "runs").exists()
