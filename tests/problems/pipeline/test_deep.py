@@ -1,0 +1,89 @@
+"""Deep graphs: the band-pruned SliceGraph against a plain DP, the linear-time split, the first plan."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline.decoder import SliceDecoder
+from gapstop.problems.pipeline.evaluate import evaluate
+from gapstop.problems.pipeline.generators import chained, model_like, random_dag, regal_like
+from gapstop.problems.pipeline.model import PipelineProblem
+
+
+def _args(p: PipelineProblem) -> tuple:
+    return (p.work, p.size_param, p.size_out, p.succ_ptr, p.succ, p.pred_ptr, p.pred, p.bandwidth,
+            p.memory_or_minus1)
+
+
+def plain_split_value(p: PipelineProblem, order: np.ndarray, k: int) -> float:
+    """Every split of ``order`` into at most k blocks, by a DP over all O(n^2) segment costs."""
+    n = len(order)
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    maxcons = _kernels._max_consumer_pos(pos, p.succ_ptr, p.succ)
+    stamp = np.full(n, -1, np.int64)
+    cost = np.full((n, n), math.inf)
+    for l in range(n):
+        for r in range(l, n):
+            stamp[:] = -1
+            cost[l, r] = _kernels._segment_cost(order, pos, l, r, maxcons, p.work, p.size_param, p.size_out,
+                                                p.pred_ptr, p.pred, p.bandwidth, p.memory_or_minus1, stamp)
+    dp = np.full((k + 1, n + 1), math.inf)
+    dp[:, 0] = 0.0
+    for j in range(1, k + 1):
+        for r in range(1, n + 1):
+            dp[j, r] = min(dp[j - 1, r], min(max(dp[j - 1, l], cost[l, r - 1]) for l in range(r)))
+    return float(dp[k, n])
+
+
+def _graphs() -> list[PipelineProblem]:
+    base = random_dag(12, 3, memory=True, k_hint=3)
+    return [random_dag(60, 1), random_dag(60, 2, memory=True, k_hint=4), regal_like(5, n=70),
+            model_like(80, 4), model_like(80, 5, memory=False), chained(base, 8, memory=base.memory),
+            chained(random_dag(10, 7), 9)]
+
+
+@pytest.mark.parametrize("graph", range(7))
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])
+def test_band_pruned_slicegraph_equals_a_plain_dp(graph: int, k: int) -> None:
+    p = _graphs()[graph]
+    rng = np.random.default_rng(graph * 100 + k)
+    d = SliceDecoder(p, k)
+    for _ in range(3):
+        split = d.decode(rng.random(p.n))
+        assert split.exact
+        assert split.value == pytest.approx(plain_split_value(p, split.order, k), rel=1e-12)
+        assert evaluate(p, split.blocks, split.order, k=k).objective == split.value
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_bisected_split_is_a_valid_split_scored_exactly(seed: int) -> None:
+    p = random_dag(40 + seed, seed, memory=seed % 2 == 0, k_hint=4)
+    k = 1 + seed % 6
+    order = _kernels.kahn_order(np.random.default_rng(seed).random(p.n), p.succ_ptr, p.succ, p.pred_ptr)
+    value, starts = _kernels.bisect_split(order, k, -1, *_args(p))
+    assert 1 <= len(starts) <= k and starts[0] == 0 and np.all(np.diff(starts) > 0)
+    blocks = np.empty(p.n, np.int64)
+    blocks[order] = np.searchsorted(starts, np.arange(p.n), side="right") - 1
+    assert evaluate(p, blocks, order, k=k).objective == value
+    # never worse than the equal-work split, never better than the optimal split of the order
+    assert SliceDecoder(p, k).slice(order).value <= value
+
+
+def test_bisected_split_meets_a_hard_memory_cap_or_says_it_cannot() -> None:
+    p = random_dag(50, 11, memory=True, k_hint=4)
+    order = _kernels.kahn_order(-np.arange(p.n, dtype=np.float64), p.succ_ptr, p.succ, p.pred_ptr)
+    ev_one = evaluate(p, np.zeros(p.n, np.int64), order)
+    cap = int(ev_one.param_bytes[0] + ev_one.peak_bytes[0]) // 3
+    value, starts = _kernels.bisect_split(order, 8, cap, *_args(p))
+    assert math.isfinite(value)
+    blocks = np.empty(p.n, np.int64)
+    blocks[order] = np.searchsorted(starts, np.arange(p.n), side="right") - 1
+    ev = evaluate(p, blocks, order, k=8)
+    assert np.all(ev.param_bytes + ev.peak_bytes <= cap)
+    value, _ = _kernels.bisect_split(order, 2, cap, *_args(p))
+    assert value == math.inf
