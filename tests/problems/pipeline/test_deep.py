@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline.closed_form import exact_sum, simple_parts
 from gapstop.problems.pipeline.decoder import SliceDecoder
 from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import chained, model_like, random_dag, regal_like
@@ -87,3 +89,39 @@ def test_bisected_split_meets_a_hard_memory_cap_or_says_it_cannot() -> None:
     assert np.all(ev.param_bytes + ev.peak_bytes <= cap)
     value, _ = _kernels.bisect_split(order, 2, cap, *_args(p))
     assert value == math.inf
+
+
+def _reference_parts(p: PipelineProblem, k: int) -> dict[str, Fraction]:
+    """The closed forms term by term in Fractions (the definitions in closed_form.py)."""
+    bw = Fraction(p.bandwidth)
+    work = [Fraction(float(w)) for w in p.work]
+    size = [int(x) for x in p.size_out]
+    best = Fraction(0)
+    for v in range(p.n):
+        total = work[v]
+        for u in set(p.pred[p.pred_ptr[v]:p.pred_ptr[v + 1]].tolist()):
+            total += min(Fraction(size[u]) / bw, work[u])
+        cons = set(p.succ[p.succ_ptr[v]:p.succ_ptr[v + 1]].tolist())
+        if cons:
+            total += min(Fraction(size[v]) / bw, sum((work[w] for w in cons), Fraction(0)))
+        best = max(best, total)
+    parts = {"lemma_3_3": max(max(work), sum(work, Fraction(0)) / k), "neighbourhood": best}
+    if p.memory is not None:
+        ws = [size[v] + sum(size[u] for u in p.pred[p.pred_ptr[v]:p.pred_ptr[v + 1]].tolist()) for v in range(p.n)]
+        parts["per_node"] = max(work[v] + Fraction(max(0, int(p.size_param[v]) + ws[v] - p.memory)) / bw
+                                for v in range(p.n))
+        spill = max(0, int(p.size_param.sum()) + max(ws) - k * p.memory)
+        parts["averaged"] = (sum(work, Fraction(0)) + Fraction(spill) / bw) / k
+    return parts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_vectorised_closed_forms_are_the_exact_ones(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    p = random_dag(30 + seed, seed, memory=seed % 2 == 0, k_hint=3)
+    # non-integer works of mixed magnitudes: the exact sum is not the float one
+    p = PipelineProblem(p.name, p.work * rng.uniform(0.1, 1e3, p.n) / 3.0, p.size_param, p.size_out, p.edges,
+                        bandwidth=7.3, memory=p.memory)
+    for k in (1, 3, 8):
+        assert simple_parts(p, k) == _reference_parts(p, k)
+    assert exact_sum(p.work) == sum((Fraction(float(w)) for w in p.work), Fraction(0))
