@@ -114,6 +114,32 @@ def kahn_order(priority, succ_ptr, succ, pred_ptr):
 
 
 @njit(cache=True, nogil=True)
+def levels(order, succ_ptr, succ, pred_ptr, pred):
+    """Earliest (ASAP: longest path from a source) and latest (ALAP: deepest level minus the
+    longest path to a sink) level of each node, from a topological ``order``. Returns two int64[n]."""
+    n = order.shape[0]
+    asap = np.zeros(n, np.int64)
+    for t in range(n):
+        v = order[t]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            if asap[pred[e]] + 1 > asap[v]:
+                asap[v] = asap[pred[e]] + 1
+    height = np.zeros(n, np.int64)
+    depth = 0
+    for t in range(n - 1, -1, -1):
+        u = order[t]
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            if height[succ[e]] + 1 > height[u]:
+                height[u] = height[succ[e]] + 1
+        if height[u] > depth:
+            depth = height[u]
+    alap = np.empty(n, np.int64)
+    for v in range(n):
+        alap[v] = depth - height[v]
+    return asap, alap
+
+
+@njit(cache=True, nogil=True)
 def _cost(work_s, in_b, out_b, param_s, peak, bandwidth, memory):
     c = work_s + (in_b + out_b) / bandwidth
     if memory >= 0:
@@ -387,7 +413,7 @@ def _band(w, k, T, total, tol):
     """Block counts i for which a split of bottleneck < T can cover a prefix of work ``w`` with at
     most i blocks and the rest with at most k - i: every block's cost is at least its work, so
     ``w < i T`` and ``total - w < (k - i) T``. ``tol`` widens both sides against rounding."""
-    if T == INF:
+    if T == INF or T <= 0.0:   # T <= 0: no split is below it, and the sweeps end at once
         return 0, k
     ilo = int(np.ceil((w - tol) / T))
     ihi = k - int(np.ceil((total - w - tol) / T))
