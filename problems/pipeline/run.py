@@ -121,12 +121,23 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
     mla_stream, *islands = root.spawn(index + 2)
     if constraints is not None and constraints.any:
         from gapstop.problems.pipeline.mcm_search import make_constrained_search
-        return make_constrained_search(problem, constraints, np.random.default_rng(islands[index]), index,
-                                       population=population,
-                                       seeds=lambda: mla_seeds(problem, np.random.default_rng(mla_stream)))
-    seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
-    return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
-                          seeds=seeds)
+
+        def build() -> Any:
+            return make_constrained_search(problem, constraints, np.random.default_rng(islands[index]), index,
+                                           population=population,
+                                           seeds=lambda: mla_seeds(problem, np.random.default_rng(mla_stream)))
+    else:
+        def build() -> Any:
+            seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
+            return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
+                                  seeds=seeds)
+    if index % 1000 != 0:
+        return build()
+    # the first island of a run (a restarted one too) reports a linear-time plan before its seeds
+    # and first generation, which take minutes on graphs of 10^4-10^5 nodes
+    from gapstop.problems.pipeline.first_plan import FirstPlanFirst
+
+    return FirstPlanFirst(problem, k, build, constraints=constraints, population=population)
 
 
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,

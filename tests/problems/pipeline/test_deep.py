@@ -8,12 +8,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from gapstop.engine import cancel
 from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline import search as search_module
 from gapstop.problems.pipeline.closed_form import exact_sum, simple_parts
 from gapstop.problems.pipeline.decoder import SliceDecoder
 from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import chained, model_like, random_dag, regal_like
+from gapstop.problems.pipeline.constraints import Constraints
+from gapstop.problems.pipeline.first_plan import VIA, FirstPlanFirst, first_plan
 from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.search import PipelineSearch
 
 
 def _args(p: PipelineProblem) -> tuple:
@@ -125,3 +130,80 @@ def test_vectorised_closed_forms_are_the_exact_ones(seed: int) -> None:
     for k in (1, 3, 8):
         assert simple_parts(p, k) == _reference_parts(p, k)
     assert exact_sum(p.work) == sum((Fraction(float(w)) for w in p.work), Fraction(0))
+
+
+def _blocks_of(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    blocks = np.empty(len(order), np.int64)
+    blocks[order] = np.searchsorted(starts, np.arange(len(order)), side="right") - 1
+    return blocks
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_first_plan_is_feasible_and_exactly_scored(seed: int) -> None:
+    p = random_dag(30 + 3 * seed, seed, memory=seed % 2 == 1, k_hint=3) if seed < 12 else regal_like(seed, n=60)
+    for k in (1, 2, 4, 7):
+        ev = first_plan(p, k)
+        assert ev is not None and len(ev.block_costs) <= k
+        again = evaluate(p, ev.blocks, ev.order, k=k)
+        assert again.objective == ev.objective and np.array_equal(again.blocks, ev.blocks)
+        # no better than the optimal split of its own order, never worse than an equal-work one
+        assert SliceDecoder(p, k).slice(ev.order).value <= ev.objective
+
+
+def test_first_plan_under_a_hard_memory_limit_fits_or_is_none() -> None:
+    d = random_dag(40, 4, memory=True, k_hint=3)
+    # a limit some 4-stage split meets: what the stages of an equal split of the program order need
+    order = _kernels.kahn_order(-np.arange(d.n, dtype=np.float64), d.succ_ptr, d.succ, d.pred_ptr)
+    equal = evaluate(d, _blocks_of(order, np.array([0, 10, 20, 30])), order)
+    p = PipelineProblem(d.name, d.work, d.size_param, d.size_out, d.edges, bandwidth=d.bandwidth,
+                        memory=int((equal.param_bytes + equal.peak_bytes).max()))
+    cons = Constraints(4, memory_hard=True)
+    ev = first_plan(p, 4, cons)
+    assert ev is not None and np.all(ev.param_bytes + ev.peak_bytes <= p.memory)
+    evaluate(p, ev.blocks, ev.order, k=4, constraints=cons)   # raises if it violated the limit
+    tight = PipelineProblem(p.name, p.work, p.size_param, p.size_out, p.edges, bandwidth=p.bandwidth,
+                            memory=int(p.size_param.max()) - 1)
+    assert first_plan(tight, 4, cons) is None
+
+
+def test_an_island_reports_the_first_plan_at_once_and_the_seeded_generation_when_it_fits() -> None:
+    p = chained(random_dag(12, 2), 10)
+    built: list[int] = []
+
+    def build() -> PipelineSearch:
+        built.append(1)
+        return PipelineSearch(p, 4, np.random.default_rng(0), population=20)
+
+    island = FirstPlanFirst(p, 4, build, population=20)
+    found: list[tuple[float, str]] = []
+    assert island.step(0.0, lambda v, s: found.append((v, s.via))) == 0   # no time: the plan alone
+    assert found == [(first_plan(p, 4).objective, VIA)] and not built
+    island.prepare()                      # the island proper is built while held, the plan in it
+    assert built and island.inner.ga.best_cost <= found[0][0]
+    island2 = FirstPlanFirst(p, 4, build, population=20)
+    assert island2.step(5.0, lambda v, s: found.append((v, s.via))) >= 20   # small graph: the seeded generation too
+
+
+def test_an_island_decodes_each_chromosome_once_and_stops_mid_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = chained(random_dag(10, 1), 6)
+    island = PipelineSearch(p, 3, np.random.default_rng(1), population=12)
+    batch = island.ga.ask()
+    whole = island.decoder.values(batch.keys, batch.cutoff)
+    monkeypatch.setattr(search_module, "DECODE_CALL_S", 1e-12)   # one row per call
+    calls: list[int] = []
+    orig = island.decoder.values
+    monkeypatch.setattr(island.decoder, "values", lambda keys, cutoff: calls.append(len(keys)) or orig(keys, cutoff))
+    assert np.array_equal(island._score(batch), whole) and calls == [1] * len(whole)
+    calls.clear()
+    with cancel.stop_scope(lambda: True):
+        values = island._score(batch)
+    assert calls == [1] and values[0] == whole[0] and np.all(np.isinf(values[1:]))
+
+
+def test_a_graph_of_zero_costs_decodes_to_zero() -> None:
+    p = PipelineProblem("zeros", np.zeros(6), np.zeros(6, np.int64), np.zeros(6, np.int64),
+                        np.array([(0, 1), (1, 2), (3, 4)]), bandwidth=1.0, memory=None)
+    for k in (1, 2, 4):
+        split = SliceDecoder(p, k).decode(np.linspace(0, 1, 6))
+        assert split.value == 0.0 and split.exact
+        assert first_plan(p, k).objective == 0.0
