@@ -208,6 +208,12 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     # the exact MIP proves many real-model instances optimal within seconds when it has
     # the cores to itself: it asks for a head start (see engine/solve_loop.py)
     exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
+    from gapstop.problems.pipeline.bounds import model_too_large
+
+    merged = _contraction(problem)
+    if model_too_large(merged.problem if merged.merged else problem, k) is not None:
+        # the MIP will skip itself: no head start for it (the islands would wait for nothing)
+        del exact["head_start"]
     if 2 <= k and problem.memory is None:
         # Where the exact job becomes the LNS (communication-heavy graphs), a stalled LNS's two
         # CP-SAT threads take CPU from the island and from the bound climbs beside them: once it
@@ -325,6 +331,11 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
 
     t0 = time.monotonic()
     head_s = float(spec.get("head_start_s", 0.0))
+    if bounds.model_too_large(problem, k) is not None:
+        # the bound says why in ``bounds``; the spectral bound (and those after it) still run
+        ctx.bound(bounds.exact_bound(problem, k, budget))
+        _spectral_alongside(problem, k, ctx, budget).join()
+        return
     proven = threading.Event()  # the MIP proved optimality: the spectral bound has nothing left to add
     seen: dict[str, float] = {"spectral": -math.inf, "exact": -math.inf}
     spectral = _spectral_alongside(problem, k, _Watched(ctx, seen), budget, head_s, proven)
@@ -489,7 +500,11 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
 
     if start is not None:
         lns.reset(start)
-    skip_windows = hinted_from > 0   # until the partition changes
+    # a graph too large for the full MIP: windows only, and the loop ends once they are all tried
+    hinted_ok = bounds.model_too_large(problem, k) is None
+    if not hinted_ok and not windows:
+        return
+    skip_windows = hinted_from > 0 and hinted_ok   # until the partition changes
     while not ctx.should_stop():
         cost, sol = ctx.incumbent()
         if sol is not None and (lns.current is None or cost < lns.current.objective * (1.0 - 1e-12)):
@@ -498,6 +513,8 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
             lns.reset(sol["blocks"], sol.get("order"))
         if lns.current is None:
             return  # nothing to start from
+        if not hinted_ok and lns.exhausted:
+            return
         if not windows or skip_windows or lns.exhausted:
             before = lns.current.objective
             b = bounds.exact_bound(problem, k, min(hinted_s, ctx.time_left()), hint=lns.current.blocks.tolist(),
