@@ -207,3 +207,31 @@ def test_a_graph_of_zero_costs_decodes_to_zero() -> None:
         split = SliceDecoder(p, k).decode(np.linspace(0, 1, 6))
         assert split.value == 0.0 and split.exact
         assert first_plan(p, k).objective == 0.0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_quotient_ranks_are_kahn_by_smallest_label(seed: int) -> None:
+    from gapstop.engine.errors import InputError
+    from gapstop.problems.pipeline.evaluate import _quotient_rank
+
+    p = random_dag(8 + seed, seed, p=0.15)
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 4, p.n) * 3
+    labels = sorted(set(blocks.tolist()))
+    succ = {a: set() for a in labels}
+    for u, v in p.edges.tolist():
+        if blocks[u] != blocks[v]:
+            succ[int(blocks[u])].add(int(blocks[v]))
+    indeg = {b: sum(b in s for s in succ.values()) for b in labels}
+    rank: dict[int, int] = {}
+    while len(rank) < len(labels):
+        ready = [b for b in labels if b not in rank and indeg[b] == 0]
+        if not ready:
+            with pytest.raises(InputError, match="cycle"):
+                _quotient_rank(p, blocks)
+            return
+        b = min(ready)
+        rank[b] = len(rank)
+        for c in succ[b]:
+            indeg[c] -= 1
+    assert _quotient_rank(p, blocks).tolist() == [rank[int(b)] for b in blocks]
