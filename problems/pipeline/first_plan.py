@@ -27,6 +27,13 @@ from gapstop.problems.pipeline.model import PipelineProblem
 
 #: the ``via`` tag of the first plan in the run's event log (``search-0/first-plan``)
 VIA = "first-plan"
+#: the island's first step goes on into its seeded first generation (however short the step)
+#: when that takes at most this long, as an island's first step did before the first plan:
+#: the seeded generation, polished, was the final answer of 60 s runs on lstm_lm_unrolled,
+#: where the exact MIP keeps the cores after its head start (1,736 nodes: about 10 ms a decode)
+FIRST_GENERATION_MAX_S = 2.0
+#: bisection probes of the first plan's cost cap (to a relative width of 1e-6 at most)
+PROBES = 40
 
 
 def cheap_orders(problem: PipelineProblem) -> list[NDArray[np.int32]]:
@@ -60,7 +67,7 @@ def first_plan(problem: PipelineProblem, k: int, constraints: Constraints | None
     p = problem
     cands = []
     for order in cheap_orders(problem):
-        value, starts = _kernels.bisect_split(order, k, cap, p.work, p.size_param, p.size_out, p.succ_ptr,
+        value, starts = _kernels.bisect_split(order, k, cap, PROBES, p.work, p.size_param, p.size_out, p.succ_ptr,
                                               p.succ, p.pred_ptr, p.pred, p.bandwidth, p.memory_or_minus1)
         if math.isfinite(value):
             cands.append((float(value), order, starts))
@@ -119,11 +126,18 @@ class FirstPlanFirst:
             from gapstop.problems.pipeline.decoder import SliceDecoder
 
             SliceDecoder(self._problem, self._k).slice(plan.order)
-        one_decode_s = time.monotonic() - t1
-        left = budget_s - (time.monotonic() - t0)
-        if self._population * one_decode_s > left:
+        if self._population * (time.monotonic() - t1) > FIRST_GENERATION_MAX_S:
             return 0   # the island's first generation would hold the plan back: out with it now
-        return int(self.inner.step(max(0.0, left), on_improvement, should_stop))
+        best = math.inf if plan is None else plan.objective
+
+        def better(value: float, found: Any) -> None:
+            # the epoch reports its last improvement only: never one worse than the plan
+            nonlocal best
+            if value < best and on_improvement is not None:
+                best = value
+                on_improvement(value, found)
+
+        return int(self.inner.step(max(0.0, budget_s - (time.monotonic() - t0)), better, should_stop))
 
     def prepare(self) -> None:
         inner = self.inner   # built while a head start holds the islands

@@ -10,6 +10,7 @@ import pytest
 
 from gapstop.engine import cancel
 from gapstop.problems.pipeline import _kernels
+from gapstop.problems.pipeline import first_plan as first_plan_module
 from gapstop.problems.pipeline import search as search_module
 from gapstop.problems.pipeline.closed_form import exact_sum, simple_parts
 from gapstop.problems.pipeline.decoder import SliceDecoder
@@ -72,7 +73,7 @@ def test_bisected_split_is_a_valid_split_scored_exactly(seed: int) -> None:
     p = random_dag(40 + seed, seed, memory=seed % 2 == 0, k_hint=4)
     k = 1 + seed % 6
     order = _kernels.kahn_order(np.random.default_rng(seed).random(p.n), p.succ_ptr, p.succ, p.pred_ptr)
-    value, starts = _kernels.bisect_split(order, k, -1, *_args(p))
+    value, starts = _kernels.bisect_split(order, k, -1, 40, *_args(p))
     assert 1 <= len(starts) <= k and starts[0] == 0 and np.all(np.diff(starts) > 0)
     blocks = np.empty(p.n, np.int64)
     blocks[order] = np.searchsorted(starts, np.arange(p.n), side="right") - 1
@@ -86,13 +87,13 @@ def test_bisected_split_meets_a_hard_memory_cap_or_says_it_cannot() -> None:
     order = _kernels.kahn_order(-np.arange(p.n, dtype=np.float64), p.succ_ptr, p.succ, p.pred_ptr)
     ev_one = evaluate(p, np.zeros(p.n, np.int64), order)
     cap = int(ev_one.param_bytes[0] + ev_one.peak_bytes[0]) // 3
-    value, starts = _kernels.bisect_split(order, 8, cap, *_args(p))
+    value, starts = _kernels.bisect_split(order, 8, cap, 40, *_args(p))
     assert math.isfinite(value)
     blocks = np.empty(p.n, np.int64)
     blocks[order] = np.searchsorted(starts, np.arange(p.n), side="right") - 1
     ev = evaluate(p, blocks, order, k=8)
     assert np.all(ev.param_bytes + ev.peak_bytes <= cap)
-    value, _ = _kernels.bisect_split(order, 2, cap, *_args(p))
+    value, _ = _kernels.bisect_split(order, 2, cap, 40, *_args(p))
     assert value == math.inf
 
 
@@ -166,7 +167,8 @@ def test_first_plan_under_a_hard_memory_limit_fits_or_is_none() -> None:
     assert first_plan(tight, 4, cons) is None
 
 
-def test_an_island_reports_the_first_plan_at_once_and_the_seeded_generation_when_it_fits() -> None:
+def test_an_island_reports_the_first_plan_at_once_and_the_seeded_generation_when_it_fits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     p = chained(random_dag(12, 2), 10)
     built: list[int] = []
 
@@ -174,14 +176,22 @@ def test_an_island_reports_the_first_plan_at_once_and_the_seeded_generation_when
         built.append(1)
         return PipelineSearch(p, 4, np.random.default_rng(0), population=20)
 
+    plan = first_plan(p, 4).objective
+    # a first generation too long for the first step: the plan alone, the island not built yet
+    monkeypatch.setattr(first_plan_module, "FIRST_GENERATION_MAX_S", 0.0)
     island = FirstPlanFirst(p, 4, build, population=20)
     found: list[tuple[float, str]] = []
-    assert island.step(0.0, lambda v, s: found.append((v, s.via))) == 0   # no time: the plan alone
-    assert found == [(first_plan(p, 4).objective, VIA)] and not built
+    assert island.step(0.0, lambda v, s: found.append((v, s.via))) == 0
+    assert found == [(plan, VIA)] and not built
     island.prepare()                      # the island proper is built while held, the plan in it
-    assert built and island.inner.ga.best_cost <= found[0][0]
+    assert built and island.inner.ga.best_cost <= plan
+    # a short one: the seeded generation in the same (however short) step, never reported worse
+    monkeypatch.setattr(first_plan_module, "FIRST_GENERATION_MAX_S", 60.0)
     island2 = FirstPlanFirst(p, 4, build, population=20)
-    assert island2.step(5.0, lambda v, s: found.append((v, s.via))) >= 20   # small graph: the seeded generation too
+    found.clear()
+    assert island2.step(0.0, lambda v, s: found.append((v, s.via))) >= 19   # the plan is one of the 20
+    values = [v for v, _ in found]
+    assert found[0] == (plan, VIA) and values == sorted(values, reverse=True) and len(set(values)) == len(values)
 
 
 def test_an_island_decodes_each_chromosome_once_and_stops_mid_batch(monkeypatch: pytest.MonkeyPatch) -> None:
