@@ -351,13 +351,13 @@ def _greedy_split(order, pos, maxcons, k, T, mem_cap, work, size_param, size_out
 
 
 @njit(cache=True, nogil=True)
-def bisect_split(order, k, mem_cap, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
+def bisect_split(order, k, mem_cap, probes, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
                  bandwidth, memory):
     """A good split of ``order`` into at most k contiguous blocks in linear time per probe: the
     best of the equal-work split and of greedy splits (:func:`_greedy_split`) whose cost cap T
-    is bisected between ``work / k`` and the best split found (at most 40 probes, to a relative
-    width of 1e-6). Not optimal in general (the greedy is exact only for costs monotone in
-    the block's ends), but never worse than the equal-work split.
+    is bisected between ``work / k`` and the best split found (at most ``probes`` probes, to a
+    relative width of 1e-6). Not optimal in general (the greedy is exact only for costs
+    monotone in the block's ends), but never worse than the equal-work split.
 
     ``mem_cap`` >= 0: every block must also keep ``param + peak`` <= mem_cap (a hard memory
     limit); the equal-work split then counts only if it does.
@@ -392,7 +392,7 @@ def bisect_split(order, k, mem_cap, work, size_param, size_out, succ_ptr, succ, 
     for t in range(n):
         total += work[t]
     lo = total / k
-    for _ in range(40):
+    for _ in range(probes):
         if not hi - lo > 1e-6 * hi:
             break
         mid = 0.5 * (lo + hi)
@@ -406,6 +406,12 @@ def bisect_split(order, k, mem_cap, work, size_param, size_out, succ_ptr, succ, 
         else:
             lo = mid
     return best, best_starts
+
+
+#: bisection probes for SliceGraph's bound T (:func:`slice_order`): its bands need T near the
+#: optimum, not at it (the DP is exact whatever T); each probe is a linear sweep, which on small
+#: dense graphs costs as much as the DP it prunes
+SLICE_PROBES = 12
 
 
 @njit(cache=True, nogil=True)
@@ -448,8 +454,8 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
         optimum is >= ``cutoff``, in which case the returned split is merely feasible.
     """
     n = order.shape[0]
-    u0, ustarts = bisect_split(order, k, -1, work, size_param, size_out, succ_ptr, succ, pred_ptr, pred,
-                               bandwidth, memory)
+    u0, ustarts = bisect_split(order, k, -1, SLICE_PROBES, work, size_param, size_out, succ_ptr, succ, pred_ptr,
+                               pred, bandwidth, memory)
     pos = np.empty(n, np.int64)
     for t in range(n):
         pos[order[t]] = t
