@@ -412,6 +412,9 @@ def bisect_split(order, k, mem_cap, probes, work, size_param, size_out, succ_ptr
 #: optimum, not at it (the DP is exact whatever T); each probe is a linear sweep, which on small
 #: dense graphs costs as much as the DP it prunes
 SLICE_PROBES = 12
+#: ... and only where blocks average this many nodes: on smaller ones (REGAL-style graphs at
+#: k = 16) the probes' sweeps cost more than the DP they prune (60 vs 40 us a decode on regal_000)
+PROBES_MIN_NODES_PER_BLOCK = 32
 
 
 @njit(cache=True, nogil=True)
@@ -454,7 +457,8 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
         optimum is >= ``cutoff``, in which case the returned split is merely feasible.
     """
     n = order.shape[0]
-    u0, ustarts = bisect_split(order, k, -1, SLICE_PROBES, work, size_param, size_out, succ_ptr, succ, pred_ptr,
+    probes = SLICE_PROBES if n >= PROBES_MIN_NODES_PER_BLOCK * k else 0
+    u0, ustarts = bisect_split(order, k, -1, probes, work, size_param, size_out, succ_ptr, succ, pred_ptr,
                                pred, bandwidth, memory)
     pos = np.empty(n, np.int64)
     for t in range(n):
@@ -468,6 +472,10 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
         wp[t + 1] = wp[t] + work[order[t]]
     total = wp[n]
     tol = 1e-9 * (total + (T if T < INF else 0.0)) + 1e-300
+    blo = np.empty(n + 1, np.int64)   # the band of block counts at each prefix
+    bhi = np.empty(n + 1, np.int64)
+    for t in range(n + 1):
+        blo[t], bhi[t] = _band(wp[t], k, T, total, tol)
 
     dp = np.full((k + 1, n + 1), INF)
     par = np.full((k + 1, n + 1), -2, np.int64)
@@ -478,7 +486,8 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
             if dp[j - 1, l] < dp[j, l]:
                 dp[j, l] = dp[j - 1, l]
                 par[j, l] = -1
-        ilo, ihi = _band(wp[l], k, T, total, tol)
+        ilo = blo[l]
+        ihi = bhi[l]
         if ihi > k - 1:
             ihi = k - 1
         live = False
@@ -522,9 +531,10 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
             c = _cost(work_s, in_b, out_b, param_s, in_b + runmax, bandwidth, memory)
             if c >= T:
                 continue
-            jlo, jhi = _band(wp[r + 1], k, T, total, tol)
+            jlo = blo[r + 1]
             if jlo < ilo + 1:
                 jlo = ilo + 1
+            jhi = bhi[r + 1]
             if jhi > ihi + 1:
                 jhi = ihi + 1
             for j in range(jlo, jhi + 1):
