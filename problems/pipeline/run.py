@@ -202,16 +202,19 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     min_j, each run in time slices); it is skipped for k > 8, where it adds little over
     ``bottleneck`` (Archer et al. 2024, Table 1) and costs k models.
     """
-    specs: list[dict[str, Any]] = [{"kind": "bottleneck", "share": 0.10}]
-    if 2 <= k <= 8:
-        specs += [{"kind": "guess", "j": j, "group": GUESS_GROUP} for j in range(1, k + 1)]
-    # the exact MIP proves many real-model instances optimal within seconds when it has
-    # the cores to itself: it asks for a head start (see engine/solve_loop.py)
-    exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
     from gapstop.problems.pipeline.bounds import model_too_large
 
     merged = _contraction(problem)
-    if model_too_large(merged.problem if merged.merged else problem, k) is not None:
+    graph = merged.problem if merged.merged else problem   # what the jobs build their models on
+    specs: list[dict[str, Any]] = []
+    if model_too_large(graph, 3) is None:   # else they would skip themselves, the members over and over
+        specs.append({"kind": "bottleneck", "share": 0.10})
+        if 2 <= k <= 8:
+            specs += [{"kind": "guess", "j": j, "group": GUESS_GROUP} for j in range(1, k + 1)]
+    # the exact MIP proves many real-model instances optimal within seconds when it has
+    # the cores to itself: it asks for a head start (see engine/solve_loop.py)
+    exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
+    if model_too_large(graph, k) is not None:
         # the MIP will skip itself: no head start for it (the islands would wait for nothing)
         del exact["head_start"]
     if 2 <= k and problem.memory is None:
