@@ -24,13 +24,15 @@ from gapstop.problems.pipeline.constraints import Constraints, ConstraintViolati
 from gapstop.problems.pipeline.decoder import Split
 from gapstop.problems.pipeline.evaluate import Evaluation, evaluate
 from gapstop.problems.pipeline.model import PipelineProblem
+from gapstop.problems.pipeline.run import AT_ONCE_MIN_NODES
 
 #: the ``via`` tag of the first plan in the run's event log (``search-0/first-plan``)
 VIA = "first-plan"
 #: the island's first step goes on into its seeded first generation (however short the step)
-#: when that takes at most this long, as an island's first step did before the first plan:
-#: the seeded generation, polished, was the final answer of 60 s runs on lstm_lm_unrolled,
-#: where the exact MIP keeps the cores after its head start (1,736 nodes: about 10 ms a decode)
+#: on graphs of fewer nodes than :data:`~problems.pipeline.run.AT_ONCE_MIN_NODES` whose first
+#: generation takes at most this long, as an island's first step did before the first plan: the seeded generation,
+#: polished, was the final answer of 60 s runs on lstm_lm_unrolled, where the exact MIP keeps
+#: the cores after its head start (1,736 nodes: about 10 ms a decode)
 FIRST_GENERATION_MAX_S = 2.0
 #: bisection probes of the first plan's cost cap (to a relative width of 1e-6 at most)
 PROBES = 40
@@ -120,6 +122,8 @@ class FirstPlanFirst:
 
             on_improvement(plan.objective, TaggedSplit(plan.objective, plan.blocks, plan.order, False, VIA))
         if should_stop():
+            return 0
+        if self._problem.n >= AT_ONCE_MIN_NODES:
             return 0
         one_s = 0.0
         if plan is not None:

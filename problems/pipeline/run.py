@@ -286,6 +286,11 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     if budget is None:
         return
     kind = spec["kind"]
+    if kind in ("exact", "bottleneck", "guess") and problem.n >= AT_ONCE_MIN_NODES:
+        _await_first_plan(ctx)
+        budget = job_budget(ctx)
+        if budget is None:
+            return
     # searches (the LNS, here and in the islands) keep the original graph: only bounds and the
     # exact MIP gain from the contraction, and the LNS's moves are tuned on the full graphs
     searcher = (problem, ctx)
@@ -308,6 +313,24 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         _lns_job(problem, k, spec, ctx, seed, num_workers, constraints)
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
+
+
+#: From this many nodes the first island reports its first plan on its own (its seeds and first
+#: generation would hold it back by seconds: gpt2 chained 64 times, 3.2 s; see
+#: :class:`problems.pipeline.first_plan.FirstPlanFirst`), and a model-building bound job waits
+#: for that plan (at most :data:`PLAN_FIRST_WAIT_S`): its model takes seconds of Python that the
+#: plan would otherwise share the interpreter with (the same graph at k = 4: a 194,000-term MIP)
+AT_ONCE_MIN_NODES = 5000
+PLAN_FIRST_WAIT_S = 10.0
+
+
+def _await_first_plan(ctx: Any) -> None:
+    """Let the islands set up (:meth:`engine.workers.JobContext.ready`), then wait until the run has
+    an incumbent, the run stops, or :data:`PLAN_FIRST_WAIT_S` pass."""
+    ctx.ready()
+    t_end = time.monotonic() + PLAN_FIRST_WAIT_S
+    while time.monotonic() < t_end and not ctx.should_stop() and ctx.incumbent()[1] is None:
+        time.sleep(0.05)
 
 
 #: the exact MIP job hands its CPU to the LNS (:func:`_lns_loop`) once the spectral bound exceeds

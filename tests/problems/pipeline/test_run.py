@@ -176,3 +176,29 @@ def test_models_too_large_skip_themselves_with_the_reason_at_once(monkeypatch: p
         first = ctx.bounds[0]
         assert first.status == "skipped" and first.value == -math.inf and "model too large" in first.detail["reason"]
         assert all(b.status == "skipped" for b in ctx.bounds if b.method == first.method)
+
+
+def test_on_deep_graphs_a_model_waits_for_the_first_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline.generators import chained
+    from gapstop.problems.pipeline.run import AT_ONCE_MIN_NODES
+
+    p = chained(random_dag(10, 1), AT_ONCE_MIN_NODES // 10)
+    monkeypatch.setattr(bounds, "MODEL_MAX_TERMS", 50)   # the model then skips itself at once
+
+    class _Late(_Ctx):
+        def __init__(self) -> None:
+            super().__init__(30.0)
+            self.t0, self.ready_at = time.monotonic(), None
+
+        def ready(self) -> None:
+            self.ready_at = time.monotonic() - self.t0
+
+        def incumbent(self) -> tuple[Any, Any]:
+            late = time.monotonic() - self.t0 >= 0.3
+            return (1.0, {"blocks": [0] * p.n}) if late else (None, None)
+
+    ctx = _Late()
+    run_bound_job(p, 4, {"kind": "bottleneck"}, ctx, seed=0, num_workers=1)
+    assert ctx.ready_at is not None and ctx.ready_at < 0.1           # the islands may set up at once
+    assert ctx.bounds and ctx.bounds[0].wall_s >= 0.0 and time.monotonic() - ctx.t0 >= 0.3
