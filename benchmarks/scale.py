@@ -80,8 +80,8 @@ def run(graph: Path, k: int, time_limit_s: float, work: Path) -> dict[str, Any]:
     def gap_at(t: float) -> float | None:
         if t >= time_limit_s:   # the run's certificate (its session ends a little before the limit)
             return doc.get("gap")
-        if (doc.get("elapsed_s") or 0.0) < t:
-            return None
+        if (doc.get("elapsed_s") or 0.0) < t:   # ended before t: its certificate holds at t if it was proven
+            return doc.get("gap") if doc.get("stopped_because") in ("optimal", "target-gap") else None
         ub = min((e["value"] for e in events if e["kind"] == "upper" and e["t_s"] <= t), default=None)
         lb = max((e["value"] for e in events if e["kind"] == "lower" and e["t_s"] <= t), default=None)
         return relative_gap(ub, lb)
