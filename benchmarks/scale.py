@@ -78,7 +78,9 @@ def run(graph: Path, k: int, time_limit_s: float, work: Path) -> dict[str, Any]:
     doc = json.loads(out.read_text()) if out.exists() else {}
 
     def gap_at(t: float) -> float | None:
-        if t >= time_limit_s:   # the run's certificate (its session ends a little before the limit)
+        if t > time_limit_s:    # a shorter run
+            return None
+        if t == time_limit_s:   # the run's certificate (its session ends a little before the limit)
             return doc.get("gap")
         if (doc.get("elapsed_s") or 0.0) < t:   # ended before t: its certificate holds at t if it was proven
             return doc.get("gap") if doc.get("stopped_because") in ("optimal", "target-gap") else None
