@@ -123,7 +123,7 @@ class BoundPlan:
         weakest = min(open_, key=value)
         rounds = self._rounds.get(id(weakest), 1)
         self._rounds[id(weakest)] = rounds + 1
-        return weakest, min(self.slice_s * (2 ** rounds), left_s)
+        return weakest, min(self.slice_s * 2.0 ** min(rounds, 40), left_s)   # a member that ends at once reruns often
 
     def put_back(self, spec: dict[str, Any]) -> None:
         """A job whose worker failed runs again: a dedicated one without its head start,

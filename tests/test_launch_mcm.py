@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from gapstop.launch import main
 from gapstop.problems.pipeline.generators import random_dag
-from gapstop.problems.pipeline.io import load_graph, save_graph
+from gapstop.problems.pipeline.io import load_graph, problem_to_dict, save_graph
 from tests.problems.pipeline.mcm_reference import constrained_optimum
 
 RAISING = "tests.problems.pipeline.test_constraints:raises_on_chip_one"
@@ -66,3 +66,21 @@ def test_a_raising_check_rejects_partitions_without_ending_the_run(tiny: Path, t
     doc = json.loads(out.read_text())
     assert doc["constraints"]["check"] == RAISING and doc["objective"] is not None
     assert doc["blocks"][len(doc["blocks"]) // 2] % 2 == 0  # the check raises on odd chips there
+
+
+def test_a_hard_memory_limit_nothing_meets_is_one_line_and_exit_1_with_the_bound(tmp_path: Path) -> None:
+    # every stage holds some node whose parameters alone exceed the limit: no plan at all, not even
+    # the first one (a contiguous split) an island reports before its search
+    g = random_dag(30, 3, memory=True, k_hint=3)
+    doc = json.loads(json.dumps(problem_to_dict(g)))
+    doc["memory"] = int(g.size_param.max()) - 1
+    f = tmp_path / "tight.json"
+    f.write_text(json.dumps(doc))
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(f), "--chips", "3", "--memory-hard", "--in-process",
+                                    "--time-limit", "3", "--no-bounds", "--quiet", "--out", str(out)])
+    assert res.exit_code == 1, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "no feasible" in lines[0], res.output
+    result = json.loads(out.read_text())
+    assert result["objective"] is None and result["lower_bound"] is not None

@@ -37,18 +37,45 @@ def working_set_bytes(problem: PipelineProblem) -> NDArray[np.int64]:
     from outside, as input tensors) are live while v runs, so ``peak(S) >= ws(v)``.
     """
     ws = np.array(problem.size_out, dtype=np.int64)
-    for v in range(problem.n):
-        for e in range(problem.pred_ptr[v], problem.pred_ptr[v + 1]):
-            ws[v] += problem.size_out[problem.pred[e]]
+    if problem.m:   # edges are unique pairs: each producer once per consumer
+        np.add.at(ws, problem.edges[:, 1], problem.size_out[problem.edges[:, 0]])
     return ws
+
+
+def exact_sum(values: NDArray[np.float64]) -> Fraction:
+    """The exact sum of float64 ``values`` (integer arithmetic on their mantissas: what summing
+    them as Fractions gives, without a gcd per term)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) == 0:
+        return Fraction(0)
+    mant, exp = np.frexp(x)
+    ints = (mant * 2.0 ** 53).astype(np.int64)   # exact: x = ints * 2 ** (exp - 53)
+    exp = exp.astype(np.int64) - 53
+    low = int(exp.min())
+    total = 0
+    for e in np.unique(exp).tolist():
+        total += int(ints[exp == e].astype(object).sum()) << (e - low)
+    return Fraction(total) * Fraction(2) ** low
+
+
+#: per-node candidates re-checked exactly: those whose float estimate is within this share of the
+#: largest (the float sums err by a few ulps per term)
+_RECHECK = 1e-9
+
+
+def _exact_max(estimate: NDArray[np.float64], exact: Any) -> Fraction:
+    """``max_v exact(v)`` where ``estimate[v]`` is within a relative :data:`_RECHECK` of ``exact(v)``: only
+    the nodes the estimate puts near the top are computed exactly."""
+    top = float(estimate.max())
+    cands = np.flatnonzero(estimate >= top - _RECHECK * abs(top) - 1e-300)
+    return max(exact(int(v)) for v in cands)
 
 
 def lemma33_work(problem: PipelineProblem, k: int) -> Fraction:
     """Lemma 3.3 in exact arithmetic: some block has work >= max(max work, W / k)."""
     if problem.n == 0:
         return Fraction(0)
-    w = [Fraction(float(x)) for x in problem.work]
-    return max(max(w), sum(w) / k)
+    return max(Fraction(float(problem.work.max())), exact_sum(problem.work) / k)
 
 
 def neighbourhood_bound(problem: PipelineProblem) -> Fraction:
@@ -66,21 +93,34 @@ def neighbourhood_bound(problem: PipelineProblem) -> Fraction:
     Lemma 3.3's ``max_v work(v)`` is the special case with no neighbours. Where a heavy
     op's own tensors are large (REGAL-style graphs) this is far above it.
     """
+    if problem.n == 0:
+        return Fraction(0)
     bw = Fraction(problem.bandwidth)
-    work = [Fraction(float(w)) for w in problem.work]
-    size = [int(x) for x in problem.size_out]
     pred_ptr, pred = problem.pred_ptr, problem.pred
     succ_ptr, succ = problem.succ_ptr, problem.succ
-    best = Fraction(0)
-    for v in range(problem.n):
-        total = work[v]
+
+    def exact(v: int) -> Fraction:
+        total = Fraction(float(problem.work[v]))
         for u in {int(x) for x in pred[pred_ptr[v]:pred_ptr[v + 1]]}:  # exact sum: any order
-            total += min(Fraction(size[u]) / bw, work[u])
+            total += min(Fraction(int(problem.size_out[u])) / bw, Fraction(float(problem.work[u])))
         consumers = {int(x) for x in succ[succ_ptr[v]:succ_ptr[v + 1]]}
         if consumers:
-            total += min(Fraction(size[v]) / bw, sum((work[w] for w in consumers), Fraction(0)))
-        best = max(best, total)
-    return best
+            total += min(Fraction(int(problem.size_out[v])) / bw,
+                         sum((Fraction(float(problem.work[w])) for w in consumers), Fraction(0)))
+        return total
+
+    # the same sums in floats pick the candidates (edges are unique pairs: distinct producers)
+    work = problem.work
+    term = np.minimum(problem.size_out / problem.bandwidth, work)
+    est = work.copy()
+    cons = np.zeros(problem.n)
+    if problem.m:
+        src, dst = problem.edges[:, 0], problem.edges[:, 1]
+        est += np.bincount(dst, weights=term[src], minlength=problem.n)
+        cons = np.bincount(src, weights=work[dst], minlength=problem.n)
+    has = np.diff(succ_ptr) > 0
+    est += np.where(has, np.minimum(problem.size_out / problem.bandwidth, cons), 0.0)
+    return _exact_max(est, exact)
 
 
 def simple_parts(problem: PipelineProblem, k: int) -> dict[str, Fraction]:
@@ -94,11 +134,14 @@ def simple_parts(problem: PipelineProblem, k: int) -> dict[str, Fraction]:
         bw = Fraction(problem.bandwidth)
         mem = int(problem.memory)
         ws = working_set_bytes(problem)
-        work = [Fraction(float(w)) for w in problem.work]
-        parts["per_node"] = max(work[v] + Fraction(max(0, int(problem.size_param[v]) + int(ws[v]) - mem)) / bw
-                                for v in range(problem.n))
+
+        def per_node(v: int) -> Fraction:
+            return Fraction(float(problem.work[v])) + Fraction(max(0, int(problem.size_param[v]) + int(ws[v]) - mem)) / bw
+
+        over = np.maximum(0, problem.size_param + ws - mem)
+        parts["per_node"] = _exact_max(problem.work + over / problem.bandwidth, per_node)
         spill = max(0, int(problem.size_param.sum()) + int(ws.max()) - k * mem)
-        parts["averaged"] = (sum(work, Fraction(0)) + Fraction(spill) / bw) / k
+        parts["averaged"] = (exact_sum(problem.work) + Fraction(spill) / bw) / k
     return parts
 
 

@@ -52,15 +52,16 @@ class Evaluation:
 def _quotient_rank(problem: PipelineProblem, blocks: NDArray[np.int64]) -> NDArray[np.int64]:
     """Map each used block label to its rank in a topological order of the quotient graph."""
     labels = np.unique(blocks)
-    index = {int(b): i for i, b in enumerate(labels)}
     q = len(labels)
-    qsucc: list[set[int]] = [set() for _ in range(q)]
+    qsucc: list[list[int]] = [[] for _ in range(q)]
     indeg = [0] * q
-    for u, v in problem.edges:
-        bu, bv = index[int(blocks[u])], index[int(blocks[v])]
-        if bu != bv and bv not in qsucc[bu]:
-            qsucc[bu].add(bv)
-            indeg[bv] += 1
+    if problem.m:   # the distinct block pairs of the edges that cross blocks
+        bi = np.searchsorted(labels, blocks)
+        bu, bv = bi[problem.edges[:, 0]], bi[problem.edges[:, 1]]
+        cross = bu != bv
+        for a, b in np.unique(np.stack([bu[cross], bv[cross]], axis=1), axis=0).tolist():
+            qsucc[a].append(b)
+            indeg[b] += 1
     # Kahn by smallest original label: a partition already in DAG order keeps its numbering.
     import heapq
     ready = [i for i in range(q) if indeg[i] == 0]

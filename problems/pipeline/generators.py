@@ -144,3 +144,25 @@ def model_like(n: int, seed: int, *, memory: bool = True) -> PipelineProblem:
                            size_out=rng.integers(10_000, 1_000_000, size=n), edges=np.array(edges),
                            bandwidth=25_000.0, memory=(32 << 20) if memory else None,
                            meta={"generator": "model_like", "seed": seed})
+
+
+def chained(problem: PipelineProblem, copies: int, *, memory: int | None = None) -> PipelineProblem:
+    """``copies`` copies of ``problem`` end to end: the last sink of copy r (the sink with the
+    largest index) feeds every source of copy r + 1. Deep graphs of real shape at any size,
+    for scale benchmarks and tests; ``memory`` replaces the graph's limit (None: unlimited)."""
+    if copies < 1:
+        raise ValueError("copies must be >= 1")
+    n = problem.n
+    sinks = np.flatnonzero(np.diff(problem.succ_ptr) == 0)
+    sources = np.flatnonzero(np.diff(problem.pred_ptr) == 0)
+    last = int(sinks.max())
+    base = np.arange(copies, dtype=np.int64)[:, None, None] * n
+    inner = (problem.edges.astype(np.int64)[None, :, :] + base).reshape(-1, 2)
+    offs = np.arange(copies - 1, dtype=np.int64)[:, None] * n
+    links = np.stack([np.broadcast_to(offs + last, (copies - 1, len(sources))),
+                      offs + n + sources[None, :]], axis=-1).reshape(-1, 2)
+    return PipelineProblem(name=f"{problem.name}-x{copies}", work=np.tile(problem.work, copies),
+                           size_param=np.tile(problem.size_param, copies),
+                           size_out=np.tile(problem.size_out, copies),
+                           edges=np.concatenate([inner, links]), bandwidth=problem.bandwidth, memory=memory,
+                           meta={"generator": "chained", "base": problem.name, "copies": copies})

@@ -121,12 +121,23 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
     mla_stream, *islands = root.spawn(index + 2)
     if constraints is not None and constraints.any:
         from gapstop.problems.pipeline.mcm_search import make_constrained_search
-        return make_constrained_search(problem, constraints, np.random.default_rng(islands[index]), index,
-                                       population=population,
-                                       seeds=lambda: mla_seeds(problem, np.random.default_rng(mla_stream)))
-    seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
-    return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
-                          seeds=seeds)
+
+        def build() -> Any:
+            return make_constrained_search(problem, constraints, np.random.default_rng(islands[index]), index,
+                                           population=population,
+                                           seeds=lambda: mla_seeds(problem, np.random.default_rng(mla_stream)))
+    else:
+        def build() -> Any:
+            seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
+            return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
+                                  seeds=seeds)
+    if index % 1000 != 0:
+        return build()
+    # the first island of a run (a restarted one too) reports a linear-time plan before its seeds
+    # and first generation, which take minutes on graphs of 10^4-10^5 nodes
+    from gapstop.problems.pipeline.first_plan import FirstPlanFirst
+
+    return FirstPlanFirst(problem, k, build, constraints=constraints, population=population)
 
 
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,
@@ -191,12 +202,21 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     min_j, each run in time slices); it is skipped for k > 8, where it adds little over
     ``bottleneck`` (Archer et al. 2024, Table 1) and costs k models.
     """
-    specs: list[dict[str, Any]] = [{"kind": "bottleneck", "share": 0.10}]
-    if 2 <= k <= 8:
-        specs += [{"kind": "guess", "j": j, "group": GUESS_GROUP} for j in range(1, k + 1)]
+    from gapstop.problems.pipeline.bounds import model_too_large
+
+    merged = _contraction(problem)
+    graph = merged.problem if merged.merged else problem   # what the jobs build their models on
+    specs: list[dict[str, Any]] = []
+    if model_too_large(graph, 3) is None:   # else they would skip themselves, the members over and over
+        specs.append({"kind": "bottleneck", "share": 0.10})
+        if 2 <= k <= 8:
+            specs += [{"kind": "guess", "j": j, "group": GUESS_GROUP} for j in range(1, k + 1)]
     # the exact MIP proves many real-model instances optimal within seconds when it has
     # the cores to itself: it asks for a head start (see engine/solve_loop.py)
     exact: dict[str, Any] = {"kind": "exact", "share": 1.0, "dedicated": True, "head_start": True}
+    if model_too_large(graph, k) is not None:
+        # the MIP will skip itself: no head start for it (the islands would wait for nothing)
+        del exact["head_start"]
     if 2 <= k and problem.memory is None:
         # Where the exact job becomes the LNS (communication-heavy graphs), a stalled LNS's two
         # CP-SAT threads take CPU from the island and from the bound climbs beside them: once it
@@ -266,6 +286,11 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     if budget is None:
         return
     kind = spec["kind"]
+    if kind in ("exact", "bottleneck", "guess") and problem.n >= AT_ONCE_MIN_NODES:
+        _await_first_plan(ctx)
+        budget = job_budget(ctx)
+        if budget is None:
+            return
     # searches (the LNS, here and in the islands) keep the original graph: only bounds and the
     # exact MIP gain from the contraction, and the LNS's moves are tuned on the full graphs
     searcher = (problem, ctx)
@@ -288,6 +313,24 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         _lns_job(problem, k, spec, ctx, seed, num_workers, constraints)
     else:
         raise ValueError(f"unknown bound job kind {kind!r}")
+
+
+#: From this many nodes the first island reports its first plan on its own (its seeds and first
+#: generation would hold it back by seconds: gpt2 chained 64 times, 3.2 s; see
+#: :class:`problems.pipeline.first_plan.FirstPlanFirst`), and a model-building bound job waits
+#: for that plan (at most :data:`PLAN_FIRST_WAIT_S`): its model takes seconds of Python that the
+#: plan would otherwise share the interpreter with (the same graph at k = 4: a 194,000-term MIP)
+AT_ONCE_MIN_NODES = 5000
+PLAN_FIRST_WAIT_S = 10.0
+
+
+def _await_first_plan(ctx: Any) -> None:
+    """Let the islands set up (:meth:`engine.workers.JobContext.ready`), then wait until the run has
+    an incumbent, the run stops, or :data:`PLAN_FIRST_WAIT_S` pass."""
+    ctx.ready()
+    t_end = time.monotonic() + PLAN_FIRST_WAIT_S
+    while time.monotonic() < t_end and not ctx.should_stop() and ctx.incumbent()[1] is None:
+        time.sleep(0.05)
 
 
 #: the exact MIP job hands its CPU to the LNS (:func:`_lns_loop`) once the spectral bound exceeds
@@ -314,6 +357,11 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
 
     t0 = time.monotonic()
     head_s = float(spec.get("head_start_s", 0.0))
+    if bounds.model_too_large(problem, k) is not None:
+        # the bound says why in ``bounds``; the spectral bound (and those after it) still run
+        ctx.bound(bounds.exact_bound(problem, k, budget))
+        _spectral_alongside(problem, k, ctx, budget).join()
+        return
     proven = threading.Event()  # the MIP proved optimality: the spectral bound has nothing left to add
     seen: dict[str, float] = {"spectral": -math.inf, "exact": -math.inf}
     spectral = _spectral_alongside(problem, k, _Watched(ctx, seen), budget, head_s, proven)
@@ -478,7 +526,11 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
 
     if start is not None:
         lns.reset(start)
-    skip_windows = hinted_from > 0   # until the partition changes
+    # a graph too large for the full MIP: windows only, and the loop ends once they are all tried
+    hinted_ok = bounds.model_too_large(problem, k) is None
+    if not hinted_ok and not windows:
+        return
+    skip_windows = hinted_from > 0 and hinted_ok   # until the partition changes
     while not ctx.should_stop():
         cost, sol = ctx.incumbent()
         if sol is not None and (lns.current is None or cost < lns.current.objective * (1.0 - 1e-12)):
@@ -487,6 +539,8 @@ def _lns_loop(problem: PipelineProblem, k: int, ctx: Any, seed: int, num_workers
             lns.reset(sol["blocks"], sol.get("order"))
         if lns.current is None:
             return  # nothing to start from
+        if not hinted_ok and lns.exhausted:
+            return
         if not windows or skip_windows or lns.exhausted:
             before = lns.current.objective
             b = bounds.exact_bound(problem, k, min(hinted_s, ctx.time_left()), hint=lns.current.blocks.tolist(),

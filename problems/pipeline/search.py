@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from gapstop.engine import cancel
 from gapstop.engine.brkga import BRKGA
 from gapstop.engine.driver import run_ask_tell
 from gapstop.engine.search import KeyBatch, RandomKeys
@@ -24,9 +25,15 @@ from gapstop.problems.pipeline.decoder import SliceDecoder, Split
 from gapstop.problems.pipeline.model import PipelineProblem
 
 
+#: longest time of each of :func:`mla_seeds`' two searches: 25 generations of 40 take 40 ms on
+#: 514 nodes but about 20 s on 100,000 (one Kahn order per chromosome); then they stop early
+MLA_MAX_S = 1.0
+
+
 def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population: int = 40,
-              generations: int = 25) -> NDArray[np.float64]:
-    """Two key vectors: the best found for mla and for mla-weighted, shape (2, n)."""
+              generations: int = 25, max_s: float = MLA_MAX_S) -> NDArray[np.float64]:
+    """Two key vectors: the best found for mla and for mla-weighted, shape (2, n). Each search
+    stops after ``max_s`` seconds (between generations), so only large graphs see the clock."""
     out = []
     for weighted in (False, True):
         ga = BRKGA(problem.n, rng, population=population)
@@ -35,7 +42,8 @@ def mla_seeds(problem: PipelineProblem, rng: np.random.Generator, *, population:
             return _kernels.mla_batch(np.ascontiguousarray(batch.keys), weighted, problem.size_out,
                                       problem.succ_ptr, problem.succ, problem.pred_ptr, problem.bandwidth)
 
-        run_ask_tell(ga, score, lambda: False, max_evals=population * generations)
+        t_end = time.monotonic() + max_s
+        run_ask_tell(ga, score, lambda: time.monotonic() >= t_end, max_evals=population * generations)
         out.append(ga.best()[1])
     return np.array(out)
 
@@ -51,6 +59,8 @@ LNS_SHARE_LARGE = 0.2
 ANNEAL_SHARE = 0.5
 ANNEAL_SHARE_STALLED = 0.15
 ANNEAL_STALL_RESTARTS = 6
+#: longest compiled decode call of an island between two looks at the run's stop (seconds)
+DECODE_CALL_S = 0.25
 
 
 class PipelineSearch:
@@ -109,9 +119,31 @@ class PipelineSearch:
         self.random_share = random_share
         self.evals = 0
         self._rand_evals = 0
+        self._decode_s = 0.0   # seconds per decode, last measured
 
     def _score(self, batch: KeyBatch) -> NDArray[np.float64]:
-        return self.decoder.values(batch.keys, batch.cutoff)
+        """The batch's values, decoded in compiled calls of about :data:`DECODE_CALL_S` each; once
+        the run stops (:func:`engine.cancel.stop_requested`) the rest of the batch is scored inf
+        (a generation of a 100,000-node graph takes seconds to decode; the run need not wait)."""
+        keys = batch.keys
+        per = max(1, int(DECODE_CALL_S / self._decode_s)) if self._decode_s > 0 else 1
+        if per >= len(keys):
+            return self._timed_values(keys, batch.cutoff)
+        out = np.full(len(keys), math.inf)
+        i = 0
+        while i < len(keys):
+            if i and cancel.stop_requested():
+                break
+            out[i:i + per] = self._timed_values(keys[i:i + per], batch.cutoff)
+            i += per
+            per = max(1, int(DECODE_CALL_S / self._decode_s))
+        return out
+
+    def _timed_values(self, keys: NDArray[np.float64], cutoff: float) -> NDArray[np.float64]:
+        t0 = time.perf_counter()
+        values = self.decoder.values(keys, cutoff)
+        self._decode_s = (time.perf_counter() - t0) / max(1, len(keys))
+        return values
 
     def polish(self, split: Split, rounds: int = 20) -> Split:
         """Alternate :func:`_kernels.improve_split` and an optimal re-slice until neither helps."""

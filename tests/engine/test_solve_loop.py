@@ -207,6 +207,15 @@ def test_bound_plan_dedicated_queue_then_the_weakest_open_member_with_doubled_sl
     assert math.isfinite(plan.slice_s)
 
 
+def test_a_member_that_ends_at_once_is_rerun_without_its_slice_overflowing() -> None:
+    plan = BoundPlan([{"kind": "m", "j": 1, "group": "g"}], time_limit_s=40.0)
+    plan.next(1, 30.0, None, dict)
+    members = {"g": {1: -math.inf}}   # e.g. a model that skips itself: never closed, never stronger
+    for _ in range(2000):
+        spec, budget = plan.next(1, 30.0, 10.0, members.get)
+        assert spec is not None and budget == 30.0
+
+
 def test_bound_plan_fallback_takes_turns_with_the_queued_jobs_on_slot_0() -> None:
     specs = [{"kind": "a", "share": 0.5}, {"kind": "m", "j": 1, "group": "g"}, {"kind": "b", "share": 0.25},
              {"kind": "f", "fallback": True}, {"kind": "x", "dedicated": True}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -148,3 +149,56 @@ def test_bound_thread_tries_the_ends_at_large_k_when_heaviest_block_stays_under_
                          ("block-cover", 102.0)], calls
     else:
         assert calls == [("spectral", -1.0), ("heaviest-block", 100.0), ("block-cover", 105.0)], calls
+
+
+def test_models_too_large_skip_themselves_with_the_reason_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline.generators import random_dag
+    from gapstop.problems.pipeline.run import bound_job_specs
+
+    p = random_dag(30, 1)   # 30 nodes + its edges, x 4 blocks: above a limit of 50 terms
+    monkeypatch.setattr(bounds, "MODEL_MAX_TERMS", 50)
+    # nothing to hold the islands for, and no members to rerun: each would skip itself at once
+    specs = bound_job_specs(p, 4)
+    assert {s["kind"] for s in specs} <= {"exact", "lns"} and not any(s.get("head_start") for s in specs)
+    class _Stopping(_Ctx):
+        def should_stop(self) -> bool:
+            return self.time_left() <= 0.0
+
+    for spec in ({"kind": "bottleneck"}, {"kind": "guess", "j": 2, "group": "g"}, {"kind": "lns"}, {"kind": "exact"}):
+        ctx = _Stopping(3.0)
+        t0 = time.monotonic()
+        run_bound_job(p, 4, spec, ctx, seed=0, num_workers=1)
+        assert time.monotonic() - t0 < (1.0 if spec["kind"] != "exact" else 10.0)
+        if spec["kind"] == "lns":
+            continue   # no incumbent to start from, no full MIP to fall back on: nothing to do
+        # the MIP's bound says why it is missing; the spectral bound and those after it still run
+        first = ctx.bounds[0]
+        assert first.status == "skipped" and first.value == -math.inf and "model too large" in first.detail["reason"]
+        assert all(b.status == "skipped" for b in ctx.bounds if b.method == first.method)
+
+
+def test_on_deep_graphs_a_model_waits_for_the_first_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapstop.problems.pipeline import bounds
+    from gapstop.problems.pipeline.generators import chained
+    from gapstop.problems.pipeline.run import AT_ONCE_MIN_NODES
+
+    p = chained(random_dag(10, 1), AT_ONCE_MIN_NODES // 10)
+    monkeypatch.setattr(bounds, "MODEL_MAX_TERMS", 50)   # the model then skips itself at once
+
+    class _Late(_Ctx):
+        def __init__(self) -> None:
+            super().__init__(30.0)
+            self.t0, self.ready_at = time.monotonic(), None
+
+        def ready(self) -> None:
+            self.ready_at = time.monotonic() - self.t0
+
+        def incumbent(self) -> tuple[Any, Any]:
+            late = time.monotonic() - self.t0 >= 0.3
+            return (1.0, {"blocks": [0] * p.n}) if late else (None, None)
+
+    ctx = _Late()
+    run_bound_job(p, 4, {"kind": "bottleneck"}, ctx, seed=0, num_workers=1)
+    assert ctx.ready_at is not None and ctx.ready_at < 0.1           # the islands may set up at once
+    assert ctx.bounds and ctx.bounds[0].wall_s >= 0.0 and time.monotonic() - ctx.t0 >= 0.3
