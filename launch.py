@@ -92,6 +92,11 @@ def _exit_for(doc: dict[str, Any]) -> None:
         sys.exit(1)
 
 
+def _wants_summary(fmt: str | None) -> bool:
+    """``--format summary``, or no ``--format`` with stdout on a terminal."""
+    return fmt == "summary" or (fmt is None and sys.stdout.isatty())
+
+
 def _print_summary(doc: dict[str, Any], objective_key: str) -> None:
     from gapstop.engine.summary import summary_lines
 
@@ -105,7 +110,7 @@ def _print_pipeline_result(doc: dict[str, Any], fmt: str | None = None) -> None:
     if fmt == "json":
         click.echo(json.dumps(doc))
         return
-    if fmt == "summary" or (fmt is None and sys.stdout.isatty()):
+    if _wants_summary(fmt):
         from gapstop.problems.pipeline.plan import stage_lines
 
         _print_summary(doc, "objective")
@@ -692,7 +697,7 @@ def intraop_solve(instance: str, time_limit: float, target_gap: float, seed: int
         if fmt == "contest":
             if doc["solution"] is not None:
                 click.echo("[" + ", ".join(map(str, doc["solution"])) + "]")
-        elif fmt == "summary" or (fmt is None and sys.stdout.isatty()):
+        elif _wants_summary(fmt):
             _print_summary(doc, "cost")
         else:
             click.echo(json.dumps(doc))
@@ -950,18 +955,12 @@ def import_torch_cmd(program: str, chip: str, out: str) -> None:
 def _report_lines(run_dir: str | Path) -> list[str]:
     """The certificate and the convergence table of a run directory, as ``report`` prints them."""
     from gapstop.engine.plots import read_run
+    from gapstop.engine.summary import summary_lines
 
     doc, events, _ = read_run(run_dir)
-    obj, lb = doc.get("objective", doc.get("cost")), doc.get("lower_bound")
-    gap = doc.get("gap")
-    lines = [f"problem      {doc.get('problem')}  {doc.get('graph') or doc.get('instance')}"
-             + (f"  k={doc['k']}" if "k" in doc else ""),
-             f"objective    {obj}" + (f"  (found by {doc['found_by']})" if doc.get("found_by") else ""),
-             f"lower bound  {lb}  ({doc.get('lower_bound_method')})",
-             f"gap          {'unknown' if gap is None else f'{100 * gap:.4f}%'}",
-             f"stopped      {doc.get('stopped_because')} after {doc.get('elapsed_s')} s"]
+    lines = summary_lines(doc, "objective" if "objective" in doc else "cost")  # as a solve's summary
     if doc.get("block_costs"):
-        lines.append("stage costs  " + ", ".join(f"{c:.6g}" for c in doc["block_costs"]))
+        lines.append("  stage costs " + ", ".join(f"{c:.6g}" for c in doc["block_costs"]))
     for b in doc.get("bounds", []):
         v = "-" if b["value"] is None else f"{b['value']:.6g}"
         lines.append(f"  bound {b['method']:<28} {v:>14}  {b['status']:<10} {b['wall_s']:8.2f}s  {b.get('solver', '')}")

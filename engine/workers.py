@@ -54,44 +54,37 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
     so that a stop wakes it at once). Returns evaluations made.
     """
     with cancel.stop_scope(quit):  # the loops inside a step see ``quit`` too
-        return _island_epochs(search, session, name, to_solution, quit, epoch_s, migrate_every, migrate_n,
-                              first_epoch_s, pause)
-
-
-def _island_epochs(search: Any, session: Any, name: str, to_solution: Callable[[Any], Any],
-                   quit: Callable[[], bool], epoch_s: float, migrate_every: int, migrate_n: int,
-                   first_epoch_s: float | None, pause: Callable[[float], Any]) -> int:
-    total = 0
-    epoch = 0
-    while True:
-        found: list[Any] = []
-        n = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s,
-                        lambda value, sol: found.append(sol), quit)
-        total += n
-        epoch += 1
-        if found:  # only the last (best) improvement of an epoch matters
-            session.report_solution(to_solution(found[-1]), source_name(name, found[-1]))
-        session.report_evals(name, n)
-        if epoch == 1 and hasattr(search, "prepare"):
-            search.prepare()  # e.g. compile what later epochs run: while held, it costs the run nothing
-        if migrate_every and epoch % migrate_every == 0:
-            if hasattr(search, "migrants"):
-                keys, costs = search.migrants(migrate_n)
-                mk, mc = session.exchange_migrants(name, keys, costs, migrate_n)
-                if len(mc):
-                    search.accept_migrants(mk, mc)
-            if hasattr(search, "accept_incumbent"):
-                cost, sol = session.incumbent()  # e.g. the exact MIP's: the island builds on it
-                if sol is not None:
-                    search.accept_incumbent(cost, sol)
-        st = session.poll()
-        if hasattr(search, "set_time_left"):  # e.g. to stage its own time
-            search.set_time_left(st["time_left"])
-        while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
-            pause(HOLD_POLL_S)
+        total = 0
+        epoch = 0
+        while True:
+            found: list[Any] = []
+            n = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s,
+                            lambda value, sol: found.append(sol), quit)
+            total += n
+            epoch += 1
+            if found:  # only the last (best) improvement of an epoch matters
+                session.report_solution(to_solution(found[-1]), source_name(name, found[-1]))
+            session.report_evals(name, n)
+            if epoch == 1 and hasattr(search, "prepare"):
+                search.prepare()  # e.g. compile what later epochs run: while held, it costs the run nothing
+            if migrate_every and epoch % migrate_every == 0:
+                if hasattr(search, "migrants"):
+                    keys, costs = search.migrants(migrate_n)
+                    mk, mc = session.exchange_migrants(name, keys, costs, migrate_n)
+                    if len(mc):
+                        search.accept_migrants(mk, mc)
+                if hasattr(search, "accept_incumbent"):
+                    cost, sol = session.incumbent()  # e.g. the exact MIP's: the island builds on it
+                    if sol is not None:
+                        search.accept_incumbent(cost, sol)
             st = session.poll()
-        if st["stop"] is not None or quit():
-            return total
+            if hasattr(search, "set_time_left"):  # e.g. to stage its own time
+                search.set_time_left(st["time_left"])
+            while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
+                pause(HOLD_POLL_S)
+                st = session.poll()
+            if st["stop"] is not None or quit():
+                return total
 
 
 def run_job(adapter: Any, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: JobContext,
