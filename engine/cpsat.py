@@ -69,7 +69,7 @@ class _Loader:
         module.__dict__["__builtins__"] = own
         self.inner.exec_module(module)
         if module.__dict__.get("pd") is self.stand_in:
-            module.pd = _LazyPandas("pandas")
+            module.__dict__["pd"] = _LazyPandas("pandas")
         own["__import__"] = builtins.__import__  # later imports inside the module: the usual ones
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_code, ...: the module's own loader
@@ -90,7 +90,7 @@ class _Finder:
             if spec is not None:
                 if spec.loader is None or not hasattr(spec.loader, "exec_module"):
                     return spec
-                spec.loader = _Loader(spec.loader)
+                spec.loader = _Loader(spec.loader)  # type: ignore[assignment]  # a Loader by duck typing
                 return spec
         return None
 

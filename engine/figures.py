@@ -74,7 +74,7 @@ def _gap_floor(gap: np.ndarray, target: float | None) -> float:
     pos = [g for g in gap[np.isfinite(gap)] if g > 0]
     if target:
         pos.append(target)
-    return min([1e-6, *pos]) / 10
+    return float(min([1e-6, *pos])) / 10
 
 
 def convergence_panel(conv: Convergence, title: str = "") -> Panel:

@@ -60,7 +60,7 @@ def make_locator(package_dir: str | Path, digest: str) -> type:
     package, whose contents hash to ``digest``)."""
     from numba.core import caching
 
-    base = getattr(caching, "_CacheLocator")
+    base = caching._CacheLocator
     pkg = os.path.realpath(package_dir)
     root = node_cache_root() / digest
 
@@ -148,7 +148,7 @@ def use_node_cache(package_dir: str | Path, digest: str) -> bool:
     pkg = os.path.realpath(package_dir)
     classes[:] = [c for c in classes if getattr(c, "_gapstop_package", None) != pkg]
     locator = make_locator(pkg, digest)
-    locator._gapstop_package = pkg
+    setattr(locator, "_gapstop_package", pkg)  # noqa: B010 - marks the class for the filter above
     classes.insert(0, locator)
     _mark_used(node_cache_root(), digest)
     return True

@@ -34,7 +34,7 @@ def slot_plan(total: int, with_bounds: bool, islands: int | None = None) -> tupl
 
 def job_name(spec: dict[str, Any]) -> str:
     """A bound job's name: its kind, and its member index if any (``guess[3]``)."""
-    return spec["kind"] + (f"[{spec['j']}]" if "j" in spec else "")
+    return str(spec["kind"]) + (f"[{spec['j']}]" if "j" in spec else "")
 
 
 def default_head_start(time_limit_s: float) -> float:

@@ -172,7 +172,8 @@ class RunDir:
     def load_checkpoint(path: str | Path) -> dict[str, Any]:
         p = Path(path) / "checkpoint.json"
         try:
-            return json.loads(p.read_text())
+            doc: dict[str, Any] = json.loads(p.read_text())
+            return doc
         except OSError:
             raise InputError(f"{p}: no checkpoint to resume from") from None
         except ValueError as e:

@@ -74,7 +74,8 @@ class BaseKeySearch(ABC):
         self._tell(batch, c)
 
     def _tell(self, batch: KeyBatch, costs: NDArray[np.float64]) -> None:
-        """Algorithm-specific part of ``tell``."""
+        """Algorithm-specific part of ``tell``; by default nothing beyond the best-so-far above."""
+        return None
 
     def best(self) -> tuple[float, NDArray[np.float64] | None]:
         """Best (cost, keys) told so far; cost never increases over time."""

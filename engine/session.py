@@ -187,7 +187,7 @@ class Session:
     def _doc(self, reason: str, elapsed: float) -> dict[str, Any]:
         """The problem's result document with the run's fields (:meth:`finalize`); lock held.
         The running document has them too: at the deadline it may be the answer."""
-        doc = self.adapter.result_doc(self.problem, self.params, self.coord, reason, elapsed)
+        doc: dict[str, Any] = self.adapter.result_doc(self.problem, self.params, self.coord, reason, elapsed)
         doc["evaluations"] = sum(self.evals.values())
         doc["workers"] = {"evals": dict(self.evals), "nodes": dict(self.nodes)}
         doc["jobs"] = {kind: list(names) for kind, names in self.jobs.items()}

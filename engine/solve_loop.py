@@ -138,7 +138,7 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
                 dedicated = any(sp is not None and sp.get("dedicated") for _, _, sp in running.values())
                 release = not dedicated
                 if not release and now >= t_release:
-                    verdict = False
+                    verdict: bool | None = False
                     if not decided and extend is not None:
                         verdict = extend(session.last_bounds(), other_bound(session.bounds()), now - t_release)
                         if verdict is not None:

@@ -58,7 +58,7 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
         epoch = 0
         while True:
             found: list[Any] = []
-            n = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s,
+            n: int = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s,
                             lambda value, sol: found.append(sol), quit)
             total += n
             epoch += 1
@@ -151,7 +151,8 @@ class JobContext:
         self.session.report_solution(solution, source)
 
     def incumbent(self) -> tuple[float | None, Any]:
-        return self.session.incumbent()
+        cost, solution = self.session.incumbent()
+        return (None if cost is None else float(cost)), solution
 
 
 #: a bound job with less time than this left does not start
@@ -160,7 +161,7 @@ MIN_JOB_BUDGET_S = 0.05
 
 def job_budget(ctx: Any) -> float | None:
     """Seconds a bound job may use (the time left on its context), or None if it should not start."""
-    left = ctx.time_left()
+    left: float = ctx.time_left()
     if left <= MIN_JOB_BUDGET_S or ctx.should_stop():
         return None
     return left

@@ -1,21 +1,20 @@
-"""A checkout as the package ``gapstop``: this folder is not code.
+"""gapstop: certified partitions of ML computation graphs.
 
-Installed, the checkout's folders are the package ``gapstop`` (``gapstop.engine``,
-``gapstop.problems.pipeline``, ``gapstop.launch``, ...; pyproject.toml maps them). In a
-checkout they sit at its root, so any process with the root on ``sys.path`` (``python
-launch.py``, pytest, ``PYTHONPATH=<checkout>``, and the local Ray workers, to which Ray
-passes the driver's script directory and working directory) finds this package first; it
-points ``gapstop`` at the root. A regular package wins over the namespace package an
-install leaves in site-packages, wherever each is on ``sys.path``, so a checkout's process
-never mixes in an installed gapstop.
+The package's folders sit at the checkout's root (``engine/``, ``actors/``, ``cluster/``,
+``problems/``, ``launch.py``); this folder holds relative links to them, so a checkout,
+an installed wheel and static tools (mypy, pyright, an IDE) all see the same package
+``gapstop`` with ``gapstop.engine``, ``gapstop.problems.pipeline``, ``gapstop.launch``, ...
 
 The public API is an attribute imported on first use, so ``import gapstop`` stays light:
 ``gapstop.plan_pipeline`` and ``gapstop.PipelinePlan`` (``problems/pipeline/api.py``).
 """
 
-import os
+from typing import TYPE_CHECKING
 
-__path__ = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+if TYPE_CHECKING:
+    from gapstop.problems.pipeline.api import PipelinePlan as PipelinePlan
+    from gapstop.problems.pipeline.api import StagePlan as StagePlan
+    from gapstop.problems.pipeline.api import plan_pipeline as plan_pipeline
 
 _API = {"plan_pipeline": "gapstop.problems.pipeline.api", "PipelinePlan": "gapstop.problems.pipeline.api",
         "StagePlan": "gapstop.problems.pipeline.api"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,11 +78,19 @@ def test_the_code_imports_its_own_modules_under_the_one_import_name() -> None:
     assert _imports(ROOT / "tests" / "test_package.py") >= {"gapstop", "pytest"}  # the check sees imports
 
 
-def test_the_checkouts_gapstop_is_its_root_and_is_not_installed() -> None:
+def test_the_package_folder_links_to_the_folders_at_the_root() -> None:
+    # static tools (mypy, pyright, an IDE) resolve gapstop.engine through these links, as the
+    # interpreter and the wheel's build do; a link to a folder that moved would break all three
     import gapstop
 
-    assert [Path(p).resolve() for p in gapstop.__path__] == [ROOT]
-    assert [f for f in (ROOT / "gapstop").iterdir() if f.name != "__pycache__"] == [ROOT / "gapstop" / "__init__.py"]
+    links = {f.name: f for f in (ROOT / "gapstop").iterdir() if f.name not in ("__pycache__", "__init__.py")}
+    assert sorted(links) == sorted([*PACKAGES, "launch.py"])
+    assert all(f.is_symlink() and not Path(os.readlink(f)).is_absolute() and f.resolve() == ROOT / name
+               for name, f in links.items())
+    assert [Path(p).resolve() for p in gapstop.__path__] == [ROOT / "gapstop"]
+    import gapstop.engine.errors as errors
+
+    assert Path(errors.__file__).resolve() == ROOT / "engine" / "errors.py"
 
 
 def _optional_extras() -> list[str]:

@@ -53,11 +53,14 @@ def test_the_wheel_has_one_top_level_package_with_every_module_of_the_tree(wheel
     assert dist_info.startswith("gapstop-") and dist_info.endswith(".dist-info") and "gapstop" in tops
     # every module of the installed folders is there, under gapstop/, and nothing else but the chip
     # profiles: a subpackage missing from pyproject's list would be missing here
-    want = {"gapstop/launch.py"} | {f"gapstop/{p.relative_to(ROOT).as_posix()}" for d in INSTALLED
+    want = {"gapstop/__init__.py", "gapstop/launch.py"} | {f"gapstop/{p.relative_to(ROOT).as_posix()}" for d in INSTALLED
                                      for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts}
     want |= {f"gapstop/problems/chips/{p.name}" for p in (ROOT / "problems" / "chips").iterdir() if p.is_file()}
     assert {n for n in names if n.startswith("gapstop/")} == want
-    assert "gapstop/__init__.py" not in names  # the checkout's pointer is not installed
+    assert "gapstop/__init__.py" in names  # the package's own module: the public API's attributes
+    init: dict[str, object] = {}
+    exec(zipfile.ZipFile(wheel).read("gapstop/__init__.py").decode(), init)
+    assert {"plan_pipeline", "PipelinePlan"} <= set(init["__all__"])  # type: ignore[arg-type]
     meta = zipfile.ZipFile(wheel)
     entry_points = meta.read(f"{dist_info}/entry_points.txt").decode()
     assert "gapstop = gapstop.launch:run" in entry_points.split("\n")
@@ -79,7 +82,8 @@ def test_the_installed_wheel_solves_a_bundled_example_without_the_checkout(wheel
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     "--force-reinstall", str(wheel)], check=True, capture_output=True, env=env, timeout=300)
     code = ("import gapstop.engine as e, gapstop.launch as l, gapstop.problems.chip as c; "
-            "print(e.__file__); print(l.__file__); print(c.CHIPS_DIR / 'tpu-v4.toml'); c.load_chip('tpu-v4')")
+            "print(e.__file__); print(l.__file__); print(c.CHIPS_DIR / 'tpu-v4.toml'); c.load_chip('tpu-v4'); "
+            "import gapstop; assert gapstop.plan_pipeline.__module__ == 'gapstop.problems.pipeline.api'")
     where = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=tmp_path, env=env, capture_output=True,
                            text=True, check=True).stdout.split()
     site = tmp_path / "venv"
@@ -104,7 +108,7 @@ def test_the_installed_wheel_solves_a_bundled_example_without_the_checkout(wheel
 
 
 def test_a_checkout_imports_itself_next_to_an_installed_gapstop(tmp_path: Path) -> None:
-    # an install leaves a namespace package gapstop in site-packages; put a broken one first
+    # an installed gapstop sits in site-packages; put a broken one first
     # on PYTHONPATH: the checkout's processes must not take a single module from it
     fake = tmp_path / "site" / "gapstop"
     for sub in ("engine", "problems", "actors", "cluster"):
@@ -119,10 +123,10 @@ def test_a_checkout_imports_itself_next_to_an_installed_gapstop(tmp_path: Path) 
     where = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=120)
     assert where.returncode == 0, where.stderr[-3000:]
-    assert [Path(w) for w in where.stdout.split()] == [ROOT / "engine" / "errors.py", ROOT / "launch.py"]
+    assert [Path(w).resolve() for w in where.stdout.split()] == [ROOT / "engine" / "errors.py", ROOT / "launch.py"]
     # and without the fake, a process with the checkout on PYTHONPATH (as Ray's local workers and
     # the tests' subprocesses have) imports the same files
     env["PYTHONPATH"] = str(ROOT)
     where = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=120)
-    assert [Path(w) for w in where.stdout.split()] == [ROOT / "engine" / "errors.py", ROOT / "launch.py"]
+    assert [Path(w).resolve() for w in where.stdout.split()] == [ROOT / "engine" / "errors.py", ROOT / "launch.py"]

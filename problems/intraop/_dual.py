@@ -19,7 +19,6 @@ Totals are summed as Python ints.
 from __future__ import annotations
 
 import math
-import time
 import weakref
 from dataclasses import dataclass
 

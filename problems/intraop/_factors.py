@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -264,7 +263,7 @@ def eliminate(factors: Iterable[Factor], k: NDArray[np.int64], *, order: list[in
                     heapq.heappush(heap, key(x))
         if trace is not None:
             trace([(s, a) for s, a in tab.items()], EXCL if excluded else const)
-    for s, arr in list(tab.items()):  # left by a timeout: each minimised on its own
+    for arr in list(tab.values()):  # left by a timeout: each minimised on its own
         add((), np.asarray(arr.min()))
     res.value, res.excluded = const, excluded
     if not res.exact:

@@ -73,7 +73,7 @@ def first_plan(problem: PipelineProblem, k: int, constraints: Constraints | None
                                               p.succ, p.pred_ptr, p.pred, p.bandwidth, p.memory_or_minus1)
         if math.isfinite(value):
             cands.append((float(value), order, starts))
-    for value, order, starts in sorted(cands, key=lambda c: c[0]):
+    for _, order, starts in sorted(cands, key=lambda c: c[0]):
         try:
             return evaluate(problem, _blocks(order, starts), order, k=k, constraints=cons)
         except ConstraintViolation:

@@ -92,7 +92,7 @@ def op_flops(op_type: str, kind: str, ins: list[dict[str, Any]], outs: list[dict
     if kind == "gemm":
         if op_type == "Einsum":
             return _einsum_flops(attrs.get("equation", ""), [t["shape"] for t in ins])
-        a, b = ins[0]["shape"], ins[1]["shape"]
+        a = ins[0]["shape"]
         if op_type == "Gemm":
             k = a[0] if attrs.get("transA", 0) else a[-1]
             return 2.0 * _numel(out) * k
@@ -100,7 +100,6 @@ def op_flops(op_type: str, kind: str, ins: list[dict[str, Any]], outs: list[dict
         return 2.0 * _numel(out) * k
     if kind == "conv":
         w = ins[1]["shape"]
-        group = int(attrs.get("group", 1))
         kernel = _numel(w[2:])
         if op_type == "ConvTranspose":
             return 2.0 * _numel(ins[0]["shape"]) * w[1] * kernel

@@ -23,7 +23,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from gapstop.problems.pipeline.rl.features import N_ASSIGN, N_STATIC, GraphInputs, assignment_features
+from gapstop.problems.pipeline.rl.features import N_ASSIGN, N_STATIC, GraphInputs
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def schedule(p: PipelineProblem, rank: dict[int, int], labels: tuple[int, ...]) 
     """Kahn's order taking the ready node with the smallest (block rank, index)."""
     sc = succs(p)
     indeg = [0] * p.n
-    for u, v in _edges(p):
+    for _, v in _edges(p):
         indeg[v] += 1
     done: list[int] = []
     while len(done) < p.n:

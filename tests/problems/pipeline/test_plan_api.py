@@ -328,7 +328,7 @@ def test_outputs_need_no_registration_for_planning() -> None:
             return Out(main=self.c(h), extra={"h": h, "pair": (h.sum(), 3)})
 
     x = torch.randn(4, 8)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - the error type differs across torch versions
         torch.export.export(Net(), (x,))
     plan = gapstop.plan_pipeline(Net(), (x,), 2, CHIP, time_limit=5)
     assert plan.split_spec is not None and set(plan.split_spec) <= {"b", "c"}

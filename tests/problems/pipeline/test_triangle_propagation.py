@@ -107,7 +107,7 @@ def _triangle_infeasible_cases() -> list[tuple[PipelineProblem, int]]:
     """Tiny DAGs where ring order + no skip admit partitions but the triangle constraint
     admits none (brute force), plus feasible ones for contrast."""
     out = []
-    for i, (p, c, _) in enumerate(_cases(160, 2)):
+    for p, c, _ in _cases(160, 2):
         ring_ok = any(first_violation(p, lab, c, ring=True, triangle=False, memory=False) is None
                       for lab in all_labellings(p.n, c))
         if ring_ok:
