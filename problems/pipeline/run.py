@@ -142,7 +142,7 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
 
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,
                elapsed_s: float, constraints: Constraints | None = None) -> dict[str, Any]:
-    """The ``result.json`` document (schema in the README)."""
+    """The ``result.json`` document (schema in docs/formats.md)."""
     inc = coord.incumbent
     bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
     doc = {
