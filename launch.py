@@ -14,7 +14,7 @@ import os
 # = their CPUs for the same reason), and nothing it runs wants a BLAS thread pool (the spectral
 # bound limits itself to one). OpenBLAS starts its pool when it loads, and numba's first call
 # loads SciPy's copy when SciPy is installed: 0.13 s of CPU there and 0.04 s in numpy's import,
-# taken from the exact MIP's two workers at the start of a run (BENCHMARKS.md).
+# taken from the exact MIP's two workers at the start of a run (docs/decisions/0004-one-openblas-thread.md).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import functools

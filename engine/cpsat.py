@@ -2,7 +2,7 @@
 
 ``ortools.sat.python.cp_model`` imports pandas at its top for its ``*_series`` helpers
 (``new_int_var_series`` and the like), which gapstop never calls. pandas is two thirds of
-the module's import: 0.35 s of CPU with it, 0.11 s without (BENCHMARKS.md's laptop). That
+the module's import: 0.35 s of CPU with it, 0.11 s without (docs/decisions/0003-cpsat-without-pandas.md). That
 import is on the critical path of every run that the exact MIP proves within seconds (the
 MIP cannot start before it), and of every bound actor's start.
 

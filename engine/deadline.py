@@ -114,8 +114,8 @@ class Watchdog:
     EXIT_PROBE_S = 2.0
     #: added to the measured margin: what the run cannot measure before its end, the hand-offs of
     #: the interpreter lock to this thread while search threads run (each up to the switch
-    #: interval, 5 ms) and the finish-cost record after the answer. Without it the process ended
-    #: 0-10 ms after an 8 s limit in 2 of 5 runs of the pipeline in-process test.
+    #: interval, 5 ms) and the finish-cost record after the answer, which are a few milliseconds
+    #: and would otherwise end the process just past the limit (docs/decisions/0018-finish-reserve.md).
     UNMEASURED_S = 0.05
 
     def __init__(self, deadline: Deadline, answer: Callable[[], dict[str, Any] | None],

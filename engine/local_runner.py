@@ -45,8 +45,8 @@ class _QueuedReports:
     handed to the session by one reporter thread, as a Ray actor's reports are sent without
     waiting. A solver's callback (CP-SAT's, in one of its search threads) then returns at
     once instead of waiting while the session re-scores a partition and rewrites the run
-    directory: done in the callback, that made the exact MIP's proofs on resnet50 and
-    mobilenet_v2 0.3-1 s slower than in a process of its own (BENCHMARKS.md)."""
+    directory: done in the callback, that slowed the exact MIP's proofs
+    (docs/decisions/0002-queued-bound-reports.md)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session

@@ -41,9 +41,9 @@ def default_head_start(time_limit_s: float) -> float:
     """Seconds the dedicated bound job runs alone: 20 % of the run, within [2 s, 20 s].
 
     10 % within [2 s, 10 s] (6 s at a 60 s limit) was too short for exact-MIP proofs that
-    take plain CP-SAT 7-14 s (resnet50 and mobilenet_v2 at k = 16). On the REGAL graphs,
-    where the MIP proves nothing, the gaps at 60 s stayed within run-to-run noise
-    (BENCHMARKS.md)."""
+    take plain CP-SAT 7-14 s (resnet50 and mobilenet_v2 at k = 16); on the REGAL graphs,
+    where the MIP proves nothing, it costs nothing beyond run-to-run noise
+    (docs/decisions/0001-exact-mip-head-start.md)."""
     return min(20.0, max(2.0, 0.2 * time_limit_s))
 
 

@@ -31,8 +31,7 @@ log = logging.getLogger("gapstop")
 EPOCH_S = 0.5
 #: an island's first epoch when a head start holds the islands after it: enough for the seeded
 #: solutions (the first generation is evaluated whole), short because it takes CPU from the job
-#: that may end the run within seconds (0.1 s instead of 0.5 s proved resnet50 and mobilenet_v2
-#: optimal 0.1-0.4 s sooner: BENCHMARKS.md)
+#: that may end the run within seconds (docs/decisions/0001-exact-mip-head-start.md)
 HELD_FIRST_EPOCH_S = 0.1
 
 

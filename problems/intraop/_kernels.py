@@ -39,7 +39,8 @@ def min_plus(tabs, off, i_is_row, ki, kj, vec, out):  # pragma: no cover - jitte
     (table ``kj x ki``); the loops follow the memory order in both cases. With ``+inf`` for
     excluded entries, a term with an infinite ``vec[a]`` or ``f`` is ``+inf`` or NaN (``inf -
     inf``), which loses every comparison: the minimum is over the finite terms, ``+inf`` if
-    there are none (an explicit test for infinity measured 9 % slower in the search's TRW-S).
+    there are none (an explicit test for infinity is 9 % slower in the search's TRW-S; see
+    docs/decisions/0023-folded-kernels.md).
     The minima are selects, not branches (a mispredicted branch per entry cost more than the
     entry's arithmetic), and the transposed case keeps four rows' minima apart so that they do
     not wait on each other; each minimum still takes its terms in order, so results are the

@@ -48,14 +48,14 @@ PROBE_ITERATIONS = 15
 
 #: Iterations without a new best (two of the search's restart cycles) after which the leading
 #: search no longer gets every other slice: all the racers share them evenly until it improves
-#: again. (Under an earlier rule, three quarters of the slices to the leader, on instance S the
-#: leader sat at the same cost from 56 s to 217 s of a 240 s run.)
+#: again. (With three quarters of the slices to the leader, a stalled leader can hold most of a
+#: run: on instance S one sat at the same cost from 56 s to 217 s of 240 s.)
 LEADER_STALL = 60
 
 #: Each successive-halving stage's share of the time left. A search started at a high weight
-#: needs some 40 iterations to lower its weights to where its solutions compete (instance S, seed
-#: 2: the search from weight 100 reached 0.98631 x the best known cost after about 40, and was
-#: at 1.057 x after the 15 probe iterations); ranked on cost alone it was starved, while the first
+#: needs some 40 iterations to lower its weights to where its solutions compete (on instance S one
+#: from weight 100 is at 1.057 x the best known cost after the 15 probe iterations and among the
+#: best after about 40); ranked on cost alone it would be starved, while the first
 #: stage's round-robin gives every search an eighth of half the run before any drops out.
 STAGE_SHARE = 0.5
 

@@ -32,25 +32,22 @@ from gapstop.problems.intraop.model import IntraopProblem
 BOUND_JOBS = (("exact", 0.2), ("lagrangian", 1.0))
 
 #: The Lagrangian job's share of its time left, when the usage limit can bind, to the penalty
-#: search started from its usage prices. Instance A at 60 s on 2 CPUs (one island, one bound
-#: worker): median 1.00025 x the best known cost over 11 runs (8 at 1.000025-1.00026) against
-#: 1.0033 over 7 (3 at 1.00026-1.00035) when the first island priced usage itself instead
-#: (BENCHMARKS.md).
+#: search started from its usage prices: on instance A at 60 s on 2 CPUs it ends lower, at the
+#: median, than an island that prices usage itself (docs/decisions/0015-intraop-bound-slot.md).
 LAGRANGIAN_HEURISTIC_SHARE = 0.5
 
 #: Iterations without a new best of its own after which the priced search, if another search
 #: holds a cheaper solution, gives the rest of its time to neighbourhood moves on that
-#: incumbent. On instance S (240 s) the priced search never held the incumbent, and 25 s of
-#: moves took the island's stalled 1515131471 to 1514394972 (0.0486 % less).
+#: incumbent: on instance S the priced search never holds the incumbent, and the moves lower the
+#: island's stalled one (docs/decisions/0015-intraop-bound-slot.md).
 PRICED_STALL = 60
 
 #: The neighbourhood moves end, leaving the bound slot idle to the end of the run, once their own
 #: finds over the last this many seconds lowered the incumbent by less than
 #: :data:`MOVES_MIN_GAIN` of its cost. Beside them the island makes about 15 % fewer
 #: iterations (a second busy core, and the interpreter lock their model building holds). On
-#: instance M (180 s) the moves found 2-18 units of 5e10 per run, and the island, given the core
-#: back, reached the two-thread runner's cost on seeds 0-2; on S their finds of note came within
-#: 25 s (0.0486 % on one run), so there they run on (BENCHMARKS.md, "moves that end").
+#: instance M the moves find next to nothing and the island gains more from the core; on S their
+#: finds of note come within 20 s, so there they run on (docs/decisions/0015-intraop-bound-slot.md).
 MOVES_WINDOW_S = 20.0
 MOVES_MIN_GAIN = 1e-6
 

@@ -32,9 +32,9 @@ from gapstop.problems.intraop.evaluate import evaluate, usage_profile
 from gapstop.problems.intraop.relaxed import Prepared, RelaxedSolver
 
 #: Iterations without a new best before a search restarts from its best point, perturbed.
-#: Instance A at its 60 s limit (2 threads, seeds 0-5) ends either near 1.0002 x the best
-#: known cost or near 1.003 (a worse basin it does not leave); restarting after 30 reached
-#: the better one in 5 of 6 seeds (never restarting: 3 of 6; after 15: worse, 0 of 3).
+#: Instance A ends either near 1.0002 x the best known cost or near 1.003 (a worse basin a
+#: search does not leave); restarting after 30 reaches the better one far more often than never
+#: restarting or restarting after 15 (docs/decisions/0020-intraop-penalty-restart.md).
 RESTART_AFTER = 30
 #: A restart's relaxed solve starts TRW-S from zero messages and runs this many iterations (a fixed
 #: count keeps a seed's result reproducible): 0.2 s on instance C's core, 1.4 s on M's, 2.2 s on

@@ -1,7 +1,7 @@
 """Sharding strategies from a model's iteration domains: a pipeline graph with op metadata -> a contest instance.
 
 Input: a pipeline graph JSON whose ``graph.nodes.ops`` carries, per node, the op kind,
-input/output shapes and dtypes, attributes, FLOPs and bytes (see the README,
+input/output shapes and dtypes, attributes, FLOPs and bytes (see docs/intraop.md,
 "Strategy generation"), a processor count ``p`` (optionally a mesh shape such as
 2x4) and a :class:`~problems.chip.ChipProfile`.
 
@@ -84,7 +84,7 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Op:
-    """One node's op metadata (see the contract in the README)."""
+    """One node's op metadata (see the contract in docs/formats.md, "Per-op metadata")."""
 
     index: int
     name: str

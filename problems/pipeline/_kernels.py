@@ -505,7 +505,8 @@ def slice_order(order, k, work, size_param, size_out, succ_ptr, succ, pred_ptr, 
         runmax = 0
         for r in range(l, n):
             # Same block-extension step as _segment_cost, inlined by hand: a shared
-            # njit helper measured 11 % slower here (inline="always") or 50-70 % (plain call).
+            # njit helper is 11 % slower here (inline="always") or 50-70 % (plain call); see
+            # docs/decisions/0023-folded-kernels.md.
             v = order[r]
             a = size_out[v] + out_b + sink_b
             if a > runmax:

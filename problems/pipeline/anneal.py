@@ -40,21 +40,16 @@ from numpy.typing import NDArray
 from gapstop.problems.pipeline.evaluate import Evaluation, evaluate
 from gapstop.problems.pipeline.model import PipelineProblem
 
-#: Temperatures at a restart's start and end, in units of the mean energy change of a move there.
-#: Not tuned beyond a first look (annealing alone, 10 s, one run each): against a start of 3.0 and
-#: against 0.02 / 0.0002 x the bottleneck it was best on regal_000 at k = 16 (2081.88 against
-#: 2126.69 and 2109.57), equal at k = 4, and 0.2 % behind on regal_003 at k = 4.
+#: Temperatures at a restart's start and end, in units of the mean energy change of a move there;
+#: not tuned beyond a first comparison with a start of 3.0 (docs/decisions/0005-annealing-over-stage-labels.md).
 T_START = 1.0
 T_END = 0.01
 #: Random moves sampled for that mean.
 SCALE_SAMPLES = 5000
 #: Moves per restart, per node.
 MOVES_PER_NODE = 10_000
-#: The energy's norm, cycled over restarts. Annealing alone, 10 s per graph and setting, one run
-#: each, regal_000/003/005/007/009 (with an earlier temperature rule, relative to the bottleneck):
-#: at k = 4 p = 5, p = 10 and this cycle ended within 0.3 % of each other; at k = 16 p = 5 was
-#: best on four of five graphs, the cycle 0-1.1 % above it and p = 10 0.3-2.4 % above it
-#: (BENCHMARKS.md). The cycle is what the whole-run comparisons measured.
+#: The energy's norm, cycled over restarts: alone, a fixed p = 5 was at most 1.1 % better at k = 16
+#: and the cycle is what the whole-run comparisons used (docs/decisions/0005-annealing-over-stage-labels.md).
 POWERS: tuple[float, ...] = (4.0, 6.0, 10.0, 16.0)
 
 

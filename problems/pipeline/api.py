@@ -179,7 +179,7 @@ def plan_pipeline(module: Any, example_args: Sequence[Any], k: int, chip: str | 
         time_limit: seconds for the solve (the export and import come on top).
         target_gap: stop once ``gap <= target_gap`` (0: until proven optimal or the time limit).
         split_at: ``"module"``: the best plan whose stages begin at submodule calls, exactly the
-            cuts ``torch.distributed.pipelining`` makes (README: "Runnable plans"), with the
+            cuts ``torch.distributed.pipelining`` makes (docs/importing.md, "Runnable plans"), with the
             unrestricted lower bound; ``"op"``: any partition (the full search, as
             ``pipeline solve --split-at op``), whose ``split_spec`` is None when a stage
             boundary falls inside a module.

@@ -21,11 +21,12 @@ relaxations are the fractional partition and the stage order. Unlike bin packing
 covering form (``>= 1``, ``y >= 0``) is weaker here: a subset of an admissible set need not
 be admissible (convexity, and a removed node's tensors may then cross its boundary), so
 overlapping blocks cover more cheaply than disjoint ones; the partitioning LP's value is
-never below the covering one's (BENCHMARKS.md has both, alone and in runs).
+never below the covering one's (docs/decisions/0011-block-cover-bound.md).
 
 Cycle cuts. The LP knows nothing of the stage order: at caps below the optimum it is often
 held at k by one partition into convex blocks whose block graph has a cycle (on small
-REGAL-style graphs, every case where the cover stayed 1-3 % under the optimum; BENCHMARKS.md).
+REGAL-style graphs, every case where the cover stayed 1-3 % under the optimum;
+docs/decisions/0011-block-cover-bound.md).
 Such a partition is cut off: for the blocks ``c`` of a shortest cycle through each of its
 blocks, ``sum_{S in c} x_S <= |c| - 1``, which every acyclic partition satisfies (one holding
 all of c has that cycle). With cut duals ``mu >= 0`` the certificate becomes: every acyclic
@@ -86,9 +87,9 @@ MIN_TRY_S = 10.0
 #: The climb ends when its step would fall below this (relative).
 MIN_STEP = 0.0025
 #: Longest single pricing solve, in CP-SAT's deterministic time (about 2.1 s of wall time per unit
-#: alone on a 2 vCPU AMD EPYC); one stopped early still gives columns and a bound. A wall-clock
-#: limit gave a solve next to a run's search half the work it got alone: a cap it would refute
-#: alone then stalled the climb (BENCHMARKS.md).
+#: alone on 2 cores); one stopped early still gives columns and a bound. A wall-clock limit would
+#: give a solve next to a run's search half the work it gets alone, and a cap it refutes alone
+#: would then stall the climb (docs/decisions/0011-block-cover-bound.md).
 PRICING_MAX_DET = 3.0
 #: Greedy pricing grows one set from each of this many nodes of largest dual value.
 SEEDS = 24
@@ -100,7 +101,7 @@ PER_ROUND = 40
 #: Moves per start of the local-search pricing (0: none). Before it, the exact pricing found the
 #: columns greedy growth missed (which held about 0.95 of the share); alone on one core, a first
 #: cap 1 % above the heaviest-block bound at k = 16 fell after 20.0 s instead of 40.0 s on
-#: regal_001 and 15.9 s instead of 21.5 s on regal_007 (BENCHMARKS.md).
+#: regal_001 and 15.9 s instead of 21.5 s on regal_007 (docs/decisions/0011-block-cover-bound.md).
 LS_MOVES = 50
 #: The local search's work per round, in node visits of its convexity tests (0.1-0.3 s). On
 #: the REGAL-style graphs at k = 16 a round stays under it; on lstm_lm_unrolled (1,736 nodes)
@@ -115,7 +116,8 @@ JUMP_DET = 1.5
 #: level 2). Level 2's extra cuts prove the infeasibility that certifies a cap: on regal_000 at
 #: k = 16 (1 % above the heaviest-block bound) in 1.5 s, where level 0 proved nothing in 30 s. On
 #: the densest graphs (regal_009: 11 edges per node) its LP is too slow to find a column or a proof
-#: within :data:`PRICING_MAX_DET`, where level 1's lighter one does both (BENCHMARKS.md). A solve
+#: within :data:`PRICING_MAX_DET`, where level 1's lighter one does both
+#: (docs/decisions/0011-block-cover-bound.md). A solve
 #: that gives neither moves the attempt to the next set; the set that last worked stays current for
 #: the Cover's later solves.
 PRICING_PARAMS: tuple[dict[str, Any] | None, ...] = (None, {"linearization_level": 1})
@@ -123,7 +125,7 @@ PRICING_PARAMS: tuple[dict[str, Any] | None, ...] = (None, {"linearization_level
 #: plus the rest x the LP's (0: the LP's alone). The LP's duals are a vertex that jumps between
 #: rounds; the smoothed ones tail off less. Alone on one core, a first cap 1 % above the
 #: heaviest-block bound at k = 16 fell after 73.7 s instead of 195.6 s (regal_001) and after 23.9 s
-#: where without smoothing the attempt stalled at 75 s (regal_007) (BENCHMARKS.md).
+#: where without smoothing the attempt stalled at 75 s (regal_007) (docs/decisions/0011-block-cover-bound.md).
 SMOOTHING = 0.5
 
 
@@ -570,9 +572,8 @@ def block_cover_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30
             if last_ok is None:
                 # nothing refuted from the start: the climb would hold its thread, beside the run's
                 # search, to the end of the run for a few tenths of a percent at best (a lower cap
-                # refuted later); at k = 16, where no cap fell, the partitions came out 0.6 % cheaper
-                # without it on medians of 3 runs, within the runs' scatter (BENCHMARKS.md "The
-                # cover's core at k = 16")
+                # refuted later), and its thread's core is worth more to the search there
+                # (docs/decisions/0011-block-cover-bound.md)
                 break
             ceiling = min(ceiling, cap)
             step /= 2

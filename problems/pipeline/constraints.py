@@ -299,7 +299,7 @@ class ConstraintSolver:
     #: end deep in a dead end, more of them find more valid partitions within the same
     #: backtracks (30 uniform calls: bert_base C = 36 22 valid against 17 with 8 attempts,
     #: lstm_lm_unrolled C = 16 13 against 2); FIX keeps 8, its long attempt in the proposal's
-    #: order repairs BRKGA splits more often (BENCHMARKS.md, "More short attempts for SAMPLE")
+    #: order repairs BRKGA splits more often (docs/decisions/0007-mcm-solver-attempts.md)
     SAMPLE_RESTARTS = 40
     counts: dict[str, int] = field(default_factory=dict)
     repeats: int = 0
@@ -443,7 +443,7 @@ class ConstraintSolver:
         if order is None:
             # a random topological order: a random permutation makes the triangle
             # constraint surface late (a node between two chips is decided after both),
-            # and chronological backtracking then rarely recovers (BENCHMARKS.md)
+            # and chronological backtracking then rarely recovers (docs/decisions/0007-mcm-solver-attempts.md)
             from gapstop.problems.pipeline import _kernels
             p = self.problem
             return _kernels.kahn_order(rng.random(n), p.succ_ptr, p.succ, p.pred_ptr).astype(np.int64)

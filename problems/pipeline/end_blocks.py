@@ -17,7 +17,7 @@ larger share wherever the end blocks cannot hold their k-th: on communication-he
 at small k the cheapest blocks holding a k-th are prefixes and suffixes that pay a boundary
 on one side only, and only two of the k blocks can be such. On regal_003 at k = 4 the
 middle share is 4-5 % above a quarter near the optimum, and caps 2 % above the heaviest-block
-bound fall (BENCHMARKS.md). Needs ``k >= 3``.
+bound fall (docs/decisions/0009-end-blocks-bound.md). Needs ``k >= 3``.
 
 ``D(T)`` and ``U(T)`` need only be upper bounds: each is CP-SAT's proven bound on a
 maximisation (the closure constraints ``x_w -> x_u`` for a down-set), stopped at a limit
@@ -56,7 +56,7 @@ MUS: tuple[float, ...] = (0.1, 0.0, 0.2, 0.3, 0.5)
 #: larger part of a block's cost. Alone at k = 16 for 20 s from the spectral bound, this order
 #: was at or above MUS's on the six REGAL-style graphs where the bound rises there, and higher
 #: on two (regal_009 10263.2 against 10212.5; a dense graph 7315.4 where MUS's order stayed
-#: under the spectral 7279.0) (BENCHMARKS.md).
+#: under the spectral 7279.0) (docs/decisions/0009-end-blocks-bound.md).
 LARGE_K = 9
 MUS_LARGE_K: tuple[float, ...] = (0.2, 0.1, 0.3, 0.5, 0.0)
 #: First cap this far above the best bound known (relative); doubles after a refutation (up to
@@ -74,7 +74,7 @@ MIN_STEP_TIMEOUT = 0.0025
 #: 0.4 % under the heaviest-block bound.
 PLAIN_DET = 1.0
 #: CP-SAT's deterministic time for one end maximisation and for one middle test (about 2 s of
-#: wall time per unit alone on a 2 vCPU AMD EPYC). An end maximisation stopped early still gives
+#: wall time per unit alone on 2 cores). An end maximisation stopped early still gives
 #: a valid (weaker) maximum.
 END_DET = 1.5
 MID_DET = 4.0
@@ -268,7 +268,7 @@ def end_blocks_bound(problem: PipelineProblem, k: int, time_limit_s: float = 30.
                     # failed again where the same step held (regal_009 at k = 16: +1 % refuted,
                     # +2 % out of time, three times in a row); alone from the spectral bound on 14
                     # REGAL-style graphs at k = 4 and 16, the same values or higher, 0-8 s sooner
-                    # (BENCHMARKS.md)
+                    # (docs/decisions/0009-end-blocks-bound.md)
                     step = min(2 * step, MAX_STEP)
             else:
                 failed = True

@@ -16,7 +16,7 @@ and a solver's proven lower bound on ``H(pi)`` is a lower bound on OPT.
 added). Weighting each node also by the bytes it touches, ``pi = work + mu * touched``,
 asks the heavy block to hold a k-th of the communication-heavy nodes as well, whose
 boundary is then large: on REGAL-style graphs this is 2-8 % above the spectral bound
-at k = 8 and 16 (BENCHMARKS.md). The bound tries a few ``mu`` and keeps the best; every
+at k = 8 and 16 (docs/decisions/0010-heaviest-block-bound.md). The bound tries a few ``mu`` and keeps the best; every
 value it reports is valid on its own.
 
 How a weighting is bounded: by minimising where that works, else by caps. Where blocks are
@@ -27,7 +27,7 @@ above the best bound known and proving the model infeasible takes a second or tw
 and certifies ``H(pi) > U``. :func:`weighting_bound` minimises for part of its time, then
 climbs such caps from a start value (the spectral bound in a run) and stops at the first cap
 it cannot refute: on regal_001/003/007 at k = 4 that is 1-2 % above the spectral bound where
-minimising proved nothing in the same 8 s (BENCHMARKS.md). A capped solve that finds the
+minimising proved nothing in the same 8 s (docs/decisions/0010-heaviest-block-bound.md). A capped solve that finds the
 optimum below its cap gives ``H(pi)`` exactly; one stopped early gives ``min(its proven
 bound, U)``, valid whether or not ``H(pi) <= U``.
 
@@ -55,15 +55,15 @@ from gapstop.problems.pipeline.model import PipelineProblem
 
 cp_model = _mip.cp_model
 
-#: The weights tried, in order: ``pi = work + mu * touched / B``. Measured on the REGAL-style
-#: graphs at k = 8 and 16, the best mu lay in 0.1-0.5; above it CP-SAT proves less per second.
+#: The weights tried, in order: ``pi = work + mu * touched / B``. On the REGAL-style graphs at
+#: k = 8 and 16 the best mu lay in 0.1-0.5; above it CP-SAT proves less per second.
 MUS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 #: The ascent over MUS ends after this many values in a row that do not raise the bound.
 PATIENCE = 2
 #: Most work spent on one weighting, in CP-SAT's deterministic time (0.35-0.53 units per second of
-#: wall time alone on a 2 vCPU AMD EPYC: about the 8 s this cap was before in wall time); a solve
-#: stopped early still gives a valid bound. The wall-clock cap gave a weighting beside a run's
-#: search half the work it got alone, and the bound 0.5-1 % less at k = 4 (BENCHMARKS.md).
+#: wall time alone on 2 cores: about 8 s); a solve stopped early still gives a valid bound. A
+#: cap in wall time would give a weighting beside a run's search half the work it gets alone
+#: (docs/decisions/0010-heaviest-block-bound.md).
 EVAL_CAP_DET = 3.5
 #: A climb does not start a solve with less deterministic time than this.
 MIN_DET = 0.02
@@ -355,7 +355,7 @@ def heaviest_block_bound(problem: PipelineProblem, k: int, time_limit_s: float =
             # the first weighting could not even be minimised and refutes none of them, no later
             # one did: alone at k = 16 on the 7 such REGAL-style graphs of 23, 0 of 20 later
             # weightings passed the spectral bound, and they took 5-13 s of a core that the
-            # end-blocks bound after it gets (BENCHMARKS.md)
+            # end-blocks bound after it gets (docs/decisions/0010-heaviest-block-bound.md)
             break
     status = "bound-only" if tried else "timeout"
     return Bound("heaviest-block", best, status, time.perf_counter() - t0, "cp-sat",

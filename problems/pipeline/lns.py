@@ -9,17 +9,15 @@ relabelled in that order and the window becomes ``w`` adjacent labels ``a .. a+w
 Windows of adjacent labels of the current numbering (labels in DAG order of the quotient
 graph, 0..k-1, empty stages included) are the identity case; the others are stages around a
 costly one, connected by tensors, that another numbering of the same partition makes
-adjacent (on partitions of seven REGAL-style graphs at k = 16: 33-148 such windows of 2-4
-stages beside the 42 of adjacent labels; alone for 20 s from those partitions, the LNS with
-them lowered the objective on six of the seven, by 0.4-1.7 %, where with adjacent labels
-only it did on two, BENCHMARKS.md).
+adjacent (at k = 16 a partition has dozens of such windows beside the adjacent ones, and they
+let the LNS lower objectives where adjacent labels alone stall: docs/decisions/0006-lns-windows.md).
 
 The sub-problem is the exact MIP (:func:`problems.pipeline._mip.build_partition_model`,
 Archer et al. 2024, Fig. 3) with only the window's stages costed and every other node fixed,
 built over the free nodes alone (``label_range``: the fixed nodes' ``y`` are constants; at
 k = 16 on the REGAL-style graphs that makes 1.4-2.5x as many sub-solves per second as the
-full model with fixed domains, BENCHMARKS.md), hinted with the current partition and solved by CP-SAT for
-a short time. The stages outside the window keep their node sets, and (with the window's
+full model with fixed domains, docs/decisions/0006-lns-windows.md), hinted with the current
+partition and solved by CP-SAT for a short time. The stages outside the window keep their node sets, and (with the window's
 nodes never in them) their cut tensors and hence their costs: minimising the window's
 bottleneck can only lower or keep the partition's bottleneck, so plateau moves (a lower
 window bottleneck, the same objective) are kept too; they free room for the next window.

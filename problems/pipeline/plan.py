@@ -270,7 +270,7 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
     The plan is optimal among plans whose stages are contiguous runs of the order. The bounds
     (``simple``; with ``bounds``, also ``spectral`` and the exact MIP for the remaining time) are
     valid for every plan, contiguous or not, so ``gap`` bounds what the restriction costs.
-    Returns the result document (the README's ``result.json`` plus ``mode`` and ``stages``).
+    Returns the result document (``result.json`` of docs/formats.md plus ``mode`` and ``stages``).
     """
     t0 = time.monotonic()
     ev = contiguous_split(problem, k, order)
@@ -340,7 +340,7 @@ def _unrestricted_bounds(problem: PipelineProblem, k: int, ev: Evaluation, t0: f
     return found
 
 
-#: the gap at which a plan counts as proven optimal (README: result.json)
+#: the gap at which a plan counts as proven optimal (docs/formats.md: result.json)
 OPTIMAL_GAP = 1e-5
 
 

@@ -47,7 +47,7 @@ END_BLOCKS_MAX_S = 120.0
 #: from k = 3 to this k the end-blocks bound takes the heaviest-block bound's place: at the same
 #: weighting and cap it asks a middle block for at least the share heaviest-block asks any block
 #: for, and more where the end blocks cannot hold theirs. Alone for 30-45 s from the spectral
-#: bound it was 2-4 % above heaviest-block at k = 4 and 0.1-1.2 % at k = 8 (BENCHMARKS.md)
+#: bound it was 2-4 % above heaviest-block at k = 4 and 0.1-1.2 % at k = 8 (docs/decisions/0009-end-blocks-bound.md)
 END_BLOCKS_MAX_K = 8
 
 
@@ -142,7 +142,7 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
 
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,
                elapsed_s: float, constraints: Constraints | None = None) -> dict[str, Any]:
-    """The ``result.json`` document (schema in the README)."""
+    """The ``result.json`` document (schema in docs/formats.md)."""
     inc = coord.incumbent
     bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
     doc = {
@@ -190,7 +190,7 @@ def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, A
 #: Largest k at which the exact job's slot also runs ``bottleneck`` (:func:`bound_job_specs`).
 #: Solved, the model's bound over the spectral one on regal_008 (55 nodes): k = 2 +5.9 %,
 #: 4 +3.3 %, 6 +0.9 %, 8 -0.1 %; at k = 8 and 16 it stayed below it on every REGAL-style graph
-#: tried (BENCHMARKS.md).
+#: tried (docs/decisions/0013-bottleneck-in-exact-slot.md).
 BOTTLENECK_TURN_MAX_K = 6
 
 
@@ -220,15 +220,16 @@ def bound_job_specs(problem: PipelineProblem, k: int) -> list[dict[str, Any]]:
     if 2 <= k and problem.memory is None:
         # Where the exact job becomes the LNS (communication-heavy graphs), a stalled LNS's two
         # CP-SAT threads take CPU from the island and from the bound climbs beside them: once it
-        # stalls the job ends (at k > 6 when its block-cover climb does; k = 16, 4 REGAL-style
-        # graphs x 2 runs a side: objective 0.5 % lower, certified 1.0928 -> 1.0886).
+        # stalls the job ends (at k > 6 when its block-cover climb does; see
+        # docs/decisions/0006-lns-windows.md).
         exact["yield_when_stalled"] = True
         if k <= BOTTLENECK_TURN_MAX_K:
             # Its slot is the only bound slot of a 2-CPU run, where nothing else ever ran
             # ``bottleneck``: the slot runs it next, and the LNS comes back as the plan's
             # fallback (engine/plan.py). regal_008 at k = 4: ``bottleneck`` proves 5260 in 27 s
             # (2 threads) where the spectral bound gives 5090 and the exact MIP does not pass it
-            # in 10 min. Above k = 6 no model pays for the slot after the LNS (BENCHMARKS.md).
+            # in 10 min. Above k = 6 no model pays for the slot after the LNS
+            # (docs/decisions/0013-bottleneck-in-exact-slot.md).
             specs.append({"kind": "lns", "fallback": True})
     specs.append(exact)
     return specs
@@ -258,7 +259,7 @@ def extend_head_start(job_bounds: dict[str, Bound], lb: float | None, waited_s: 
     REGAL-style graphs), when it was skipped (graph too large for it), or after
     :data:`SPECTRAL_WAIT_S` without its final value; True once
     its final value does not (on the real-model graphs the MIP then proves optimality alone in
-    10-60 s, 1.3-1.8x sooner than next to an island and Ray's start-up: BENCHMARKS.md);
+    10-60 s, 1.3-1.8x sooner than next to an island and Ray's start-up: docs/decisions/0001-exact-mip-head-start.md);
     None while undecided.
     """
     sp = job_bounds.get("spectral")
@@ -279,7 +280,8 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
     ``constraints`` (the linear ones). Without constraints every job but the LNS runs on the
     graph's dominance contraction (:mod:`problems.pipeline.contract`), which has the same optimum:
     torchvision's Swin-T (783 nodes, 339 after merging) at k = 16 is proven optimal in 23 s,
-    where without it the run ended its 60 s at a certified ratio of 1.44 (BENCHMARKS.md)."""
+    where without it the run ended its 60 s at a certified ratio of 1.44
+    (docs/decisions/0014-dominance-contraction.md)."""
     from gapstop.problems.pipeline import bounds
 
     budget = job_budget(ctx)
@@ -595,7 +597,7 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
         # one BLAS thread (process-wide; nothing else in the job uses BLAS): next to the MIP's
         # two solver threads, OpenBLAS's second thread made lstm_lm_unrolled's eigendecompositions
         # erratic (6-34 s instead of 4-6 s), and a late final value cancels the head start's
-        # extension (BENCHMARKS.md)
+        # extension (docs/decisions/0001-exact-mip-head-start.md)
         with threadpool_limits(limits=1, user_api="blas"):
             sp = bounds.spectral_bound(problem, k, min(budget_left, SPECTRAL_MAX_S), should_stop=should_stop,
                                        on_improve=report)
@@ -615,7 +617,7 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
             return
         # communication matters (the spectral bound is well above the closed forms): the
         # heaviest-block bound beat it by 2-8 % at k = 8 and 16 on the REGAL-style graphs, in
-        # seconds of one CP-SAT worker (BENCHMARKS.md)
+        # seconds of one CP-SAT worker (docs/decisions/0010-heaviest-block-bound.md)
         method, cap_s = (("end-blocks", END_BLOCKS_MAX_S) if 3 <= k <= END_BLOCKS_MAX_K
                          else ("heaviest-block", HEAVIEST_MAX_S))
         best = max(sp.value, next_bound(method, cap_s, sp.value))
@@ -627,13 +629,13 @@ def _spectral_alongside(problem: PipelineProblem, k: int, ctx: Any, budget: floa
             # blocks must hold more: alone at k = 16 from the spectral bound, the end-blocks bound
             # rose above it on 6 of 11 such REGAL-style graphs (up to 3.3 %); in 60 s runs it raised
             # regal_005 and regal_009 by 1.0 and 1.3 %, where block-cover had refuted nothing, and
-            # left block-cover's bound where it had one (BENCHMARKS.md)
+            # left block-cover's bound where it had one (docs/decisions/0009-end-blocks-bound.md)
             best = max(best, next_bound("end-blocks", END_BLOCKS_MAX_S, sp.value))
             if should_stop() or left() <= 1.0:
                 return
         # the partitioning LP dominates the heaviest block: alone for 40 s it rose above it by up to 7 %
         # on REGAL-style graphs at k = 4, 8 and 16; where it refutes nothing its climb ends within
-        # two caps (BENCHMARKS.md)
+        # two caps (docs/decisions/0011-block-cover-bound.md)
         next_bound("block-cover", math.inf, best)
 
     th = threading.Thread(target=work, name="spectral-bound", daemon=True)

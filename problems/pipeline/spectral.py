@@ -52,19 +52,20 @@ from gapstop.problems.pipeline.model import PipelineProblem
 #: The ascent stops after this many seconds without a rise (and at least MIN_STALE iterations):
 #: 40 iterations of patience took 30 s of both cores on lstm_lm_unrolled (1,736 nodes), whose
 #: bound never rose after its first iterate, while on the REGAL-style graphs the whole ascent
-#: takes 0.2-3 s and its rises come milliseconds apart (BENCHMARKS.md).
+#: takes 0.2-3 s and its rises come milliseconds apart (docs/decisions/0008-spectral-bound-limits.md).
 PATIENCE_S = 2.0
 MIN_STALE = 2
 
 #: Largest graph (nodes) the bound runs on; above it :func:`problems.pipeline.bounds.spectral_bound`
 #: reports it as skipped. One eigendecomposition, which cannot be interrupted (so a run's stop
 #: waits for it), grows as n^3: with one BLAS thread it took 0.8-2.4 s at 1,736 nodes
-#: (lstm_lm_unrolled), 4.6 s at 2,048, 12-35 s at 4,096 and 262 s at 8,192 (2 vCPU shared with other jobs,
-#: BENCHMARKS.md). Its n x n float64 matrices (five of them) take 160 MiB at the limit.
+#: (lstm_lm_unrolled), 4.6 s at 2,048, 12-35 s at 4,096 and 262 s at 8,192
+#: (docs/decisions/0008-spectral-bound-limits.md). Its n x n float64 matrices (five of them) take 160 MiB at the limit.
 SPECTRAL_MAX_N = 2048
 
 #: Weight of a tensor's producer-consumer edges, as a fraction of the largest valid one, for
-#: tensors with several consumers (0.75 measured best of 0.5 / 0.75 / 1 on the REGAL graphs).
+#: tensors with several consumers (the best of 0.5 / 0.75 / 1 on the REGAL graphs,
+#: docs/decisions/0008-spectral-bound-limits.md).
 THETA = 0.75
 
 
@@ -85,7 +86,7 @@ def clique_weight(d: int, theta: float = THETA) -> float:
     alpha = 2.0 * theta / d
     beta = math.inf
     # every (g0, p) pair, one g0 at a time in numpy: d is up to n - 1, and at d = 4,095 a Python
-    # double loop took 4.5-23 s against 0.2-0.7 s (2 vCPU shared with other jobs, BENCHMARKS.md);
+    # double loop took 4.5-23 s against 0.2-0.7 s (docs/decisions/0008-spectral-bound-limits.md);
     # the arithmetic is the same, term by term, in float64
     for g0 in range(d):
         rest = d - g0

@@ -1,6 +1,6 @@
 """ONNX model -> pipeline graph, from shapes alone (weights are never read).
 
-Rules (also in the README, "Importing models"):
+Rules (also in docs/importing.md):
 
 * One graph node per ONNX node, in the file's node order (ONNX requires it topological), plus
   one free source node per graph input. ``Constant`` nodes and initializers are parameters,

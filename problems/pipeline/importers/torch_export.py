@@ -1,6 +1,6 @@
 """torch.export program (``torch.export.save``) -> pipeline graph, from the recorded shapes.
 
-Rules (README, "Importing models"; the same cost rules as the ONNX importer):
+Rules (docs/importing.md; the same cost rules as the ONNX importer):
 
 * One graph node per ``call_function`` node that yields tensors, in the program's order, plus
   one free source node per tensor user input. Parameters, buffers and lifted constants are not

@@ -229,8 +229,8 @@ def _check_cycle_cuts(graphs: range) -> tuple[int, int]:
     """Asserts what the cuts promise on the cases of ``graphs`` (indices into :func:`_cases`'
     100 graphs, each at k = 2, 3, 4); returns how many attempts cut, and how many of those refuted."""
     # At a cap below the optimum the LP is often held at k by one partition of convex blocks whose
-    # block graph has a cycle (BENCHMARKS.md); cutting such partitions off must refute some of those
-    # caps and, with every cut kept (as in a climb), never the optimum's own cap.
+    # block graph has a cycle (docs/decisions/0011-block-cover-bound.md); cutting such partitions off
+    # must refute some of those caps and, with every cut kept (as in a climb), never the optimum's own cap.
     fired = refuted = 0
     cases = _cases()
     for j in (3 * g + i for g in graphs for i in range(3)):
@@ -425,7 +425,7 @@ def _scripted_refute(monkeypatch: pytest.MonkeyPatch, refuted: list[bool]) -> li
 
 def test_a_climb_that_has_refuted_nothing_ends_at_its_first_cap_not_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
     # where no cap falls the climb would otherwise keep its thread, next to the run's search, to the
-    # end of the run (BENCHMARKS.md, "The cover's core at k = 16")
+    # end of the run (docs/decisions/0011-block-cover-bound.md)
     p = regal_like(8, n=40)
     caps = _scripted_refute(monkeypatch, [])
     got = block_cover_bound(p, 4, 30.0)
