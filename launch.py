@@ -451,7 +451,7 @@ def _policy_spec(policy: str | None, finetune: bool, mode: str) -> dict[str, Any
 @pipeline.command("solve")
 @click.argument("graph", type=click.Path(dir_okay=False))
 @click.option("-k", "--chips", "k", type=int, required=True,
-              help="Number of pipeline stages / chips (1 to 1024; README: Input limits).")
+              help="Number of pipeline stages / chips (1 to 1024; docs/security.md: Input limits).")
 @_run_options
 @click.option("--islands", type=int, default=None,
               help="Search islands (default: half the worker slots, at least one).")
@@ -595,7 +595,7 @@ def _solve_contiguous(graph: str, problem: Any, k: int, time_limit: float, seed:
 
 @pipeline.command("bound")
 @click.argument("graph", type=click.Path(dir_okay=False))
-@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; README: Input limits).")
+@click.option("-k", "k", type=int, required=True, help="Number of pipeline stages (1 to 1024; docs/security.md: Input limits).")
 @click.option("--method", required=True,
               type=click.Choice(["simple", "spectral", "heaviest-block", "end-blocks", "block-cover", "bottleneck",
                                  "bottleneck-no-dag", "bottleneck-no-io", "guess-the-bottleneck", "exact"]))
