@@ -26,6 +26,7 @@ from gapstop.engine.interrupts import Terminated, reason_of, signals_held, sigte
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.rundir import holds_run, run_config
 from gapstop.engine.solve_loop import OutFile, drive
+from gapstop.engine.protocol import Island, JobSpec
 
 
 def _on_this_node() -> Any:
@@ -69,14 +70,14 @@ class RayBackend:
                 self.problem_name, self.problem_ref, self.params, self.seed, name, max(1, int(self.cpus)))
         return self.bound_actors[slot]
 
-    def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> Any:
+    def start_search(self, slot: int, name: str, island: Island, first_epoch_s: float) -> Any:
         a = self.search_cls.options(num_cpus=self.cpus, name=name).remote(
-            self.problem_name, self.problem_ref, {**self.params, "_islands": self.n_search}, self.seed, index, name)
+            self.problem_name, self.problem_ref, self.params, self.seed, island, name)
         ref = a.run.remote(self.coord, first_epoch_s)
         self.actors[ref] = a
         return ref
 
-    def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> Any:
+    def start_bound(self, slot: int, spec: JobSpec, budget_s: float, fresh: bool) -> Any:
         a = self.bound_actor(slot, fresh)
         ref = a.run.remote(self.coord, spec, budget_s)
         self.actors[ref] = a
@@ -198,12 +199,12 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
             raise
         session = SessionHandle(coord)
         out.doc = session.running_doc
-        elapsed = session.poll()["elapsed"]
+        elapsed = session.poll().elapsed
         t_end = min(time.monotonic() + time_limit_s - elapsed, run_end())  # a process deadline counts Ray's start-up
     shown: set[str] = set()
 
     def tick(st: dict[str, Any]) -> None:
-        _print_new(st["write_failures"], shown)
+        _print_new(list(st.write_failures), shown)
         out.update(st)
         if progress is not None:
             progress(st)
@@ -217,7 +218,7 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
                            poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
     with signals_held():  # the result is being written: a second signal must not lose it
         doc = ray.get(coord.finalize.remote(reason))
-        _print_new(ray.get(coord.poll.remote())["write_failures"], shown)
+        _print_new(list(ray.get(coord.poll.remote()).write_failures), shown)
         doc["workers"]["coordinator_node"] = ray.get(coord.node.remote())
         backend.stop()
         ray.kill(coord, no_restart=True)

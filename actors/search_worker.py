@@ -8,14 +8,15 @@ import ray
 
 from gapstop.actors.session_handle import SessionHandle
 from gapstop.engine.workers import run_island
+from gapstop.engine.protocol import Island
 from gapstop.problems import registry
 
 
 class SearchWorker:
-    def __init__(self, problem_name: str, problem: Any, params: dict[str, Any], seed: int, index: int,
+    def __init__(self, problem_name: str, problem: Any, params: dict[str, Any], seed: int, island: Island,
                  name: str) -> None:
         self.adapter = registry.get(problem_name)
-        self.args = (problem, params, seed, index)
+        self.args = (problem, params, seed, island)
         self.name = name
 
     def run(self, coord: Any, first_epoch_s: float | None = None) -> int:

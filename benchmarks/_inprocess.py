@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from gapstop.engine.local_runner import run_local
+from gapstop.engine.facade import RunConfig, solve
 from gapstop.engine.rundir import read_events
 from gapstop.problems import registry
 
@@ -14,8 +14,8 @@ def solve_in_process(problem_name: str, problem: Any, params: dict[str, Any], ti
                      workers: int | None = None, bounds: bool = True) -> dict[str, Any]:
     """The run's result document, with its event log as ``events`` (rows of :func:`engine.rundir.read_events`)."""
     with tempfile.TemporaryDirectory(prefix="gapstop-bench-") as tmp:
-        doc = run_local(registry.get(problem_name), problem, params, run_dir=f"{tmp}/run",
-                        config={"problem": problem_name}, time_limit_s=time_limit_s, target_gap=0.0, seed=seed,
-                        workers=workers, bounds=bounds)
+        config = RunConfig(path=None, run_dir=f"{tmp}/run",
+                           time_limit_s=time_limit_s, seed=seed, workers=workers, in_process=True, bounds=bounds)
+        doc = solve(registry.get(problem_name), problem, params, config)
         doc["events"] = read_events(f"{tmp}/run")
     return doc

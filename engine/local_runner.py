@@ -22,6 +22,7 @@ from gapstop.engine.session import Session
 from gapstop.engine.solve_loop import EPOCH_S, OutFile, drive
 from gapstop.engine.interrupts import signals_held, sigterm_raises
 from gapstop.engine.workers import JobContext, run_island, run_job
+from gapstop.engine.protocol import Island, JobSpec, RunStatus
 
 #: how often an in-process bound job asks the session whether to stop (seconds)
 JOB_POLL_S = 0.05
@@ -138,30 +139,29 @@ class ThreadBackend:
         t.start()
         return handle
 
-    def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> int:
+    def start_search(self, slot: int, name: str, island: Island, first_epoch_s: float) -> int:
         def body() -> None:
             self.session.hello(name, "local")
             self.job_under_way.wait(SETUP_WAIT_S)
             if self.quit.is_set():
                 return
-            search = self.adapter.make_search(self.problem, {**self.params, "_islands": self.n_search},
-                                              self.seed, index)
+            search = self.adapter.make_search(self.problem, self.params, self.seed, island)
             run_island(search, self.session, name, self.adapter.to_solution, self.quit.is_set, EPOCH_S,
                        first_epoch_s=first_epoch_s, pause=self.quit.wait)
 
         return self._spawn(body, name)
 
-    def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> int:
+    def start_bound(self, slot: int, spec: JobSpec, budget_s: float, fresh: bool) -> int:
         worker = f"bound-{slot}"
         deadline = time.monotonic() + budget_s
-        gate = spec.get("head_start_s", 0.0) > 0  # the islands' set-up waits for this job's
+        gate = spec.head_start_s > 0  # the islands' set-up waits for this job's
         if gate:
             self.job_under_way.clear()
         reports = _FirstReport(self.reports, self.job_under_way) if gate else self.reports
 
         def body() -> None:
             self.session.hello(worker, "local")
-            ctx = JobContext(reports, f"{worker}:{spec['kind']}", deadline, self.quit.is_set, JOB_POLL_S,
+            ctx = JobContext(reports, f"{worker}:{spec.kind}", deadline, self.quit.is_set, JOB_POLL_S,
                              on_ready=self.job_under_way.set if gate else None)
             try:
                 run_job(self.adapter, self.problem, self.params, spec, ctx, self.seed, self.threads_per_job)
@@ -170,7 +170,7 @@ class ThreadBackend:
                     self.job_under_way.set()
                 self.reports.flush()  # its last bound counts before the next job is planned
 
-        return self._spawn(body, f"{worker}:{spec['kind']}")
+        return self._spawn(body, f"{worker}:{spec.kind}")
 
     def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, str | None]]:
         out = []
@@ -197,7 +197,7 @@ class ThreadBackend:
 def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: str, config: dict[str, Any],
               time_limit_s: float, target_gap: float, seed: int, resume: bool = False, workers: int | None = None,
               islands: int | None = None, bounds: bool = True, head_start_s: float | None = None,
-              progress: Callable[[dict[str, Any]], None] | None = None, poll_s: float = 0.05,
+              progress: Callable[[RunStatus], None] | None = None, poll_s: float = 0.05,
               out_path: str | None = None, out_failures: Any = None, t_end: float | None = None) -> dict[str, Any]:
     """Run one certified search in this process and return the result document.
 
@@ -222,7 +222,7 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
     if t_end is not None:
         end = min(end, t_end)
 
-    def tick(st: dict[str, Any]) -> None:
+    def tick(st: RunStatus) -> None:
         out.update(st)
         if progress is not None:
             progress(st)

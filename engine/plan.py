@@ -2,7 +2,7 @@
 
 A run has ``workers`` slots (threads in-process, actors on Ray). Half of them (at
 least one) run bound jobs, the rest search islands (:func:`slot_plan`). Bound jobs
-are small picklable specs from the problem's adapter (``{"kind": ..., ...}``):
+are small picklable specs from the problem's definition (:class:`engine.protocol.JobSpec`):
 
 * a ``dedicated`` job owns bound slot 0 for the whole run (the pipeline's exact MIP);
   with ``head_start`` it asks for the cores to itself for its first seconds
@@ -21,7 +21,10 @@ are small picklable specs from the problem's adapter (``{"kind": ..., ...}``):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Callable
+
+from gapstop.engine.protocol import JobSpec
 
 
 def slot_plan(total: int, with_bounds: bool, islands: int | None = None) -> tuple[int, int]:
@@ -32,9 +35,9 @@ def slot_plan(total: int, with_bounds: bool, islands: int | None = None) -> tupl
     return n_search, n_bound
 
 
-def job_name(spec: dict[str, Any]) -> str:
+def job_name(spec: JobSpec | Mapping[str, Any]) -> str:
     """A bound job's name: its kind, and its member index if any (``guess[3]``)."""
-    return str(spec["kind"]) + (f"[{spec['j']}]" if "j" in spec else "")
+    return JobSpec.of(spec).name
 
 
 def default_head_start(time_limit_s: float) -> float:
@@ -59,11 +62,12 @@ class BoundPlan:
         time_limit_s: the run's limit (sets the members' time slice).
     """
 
-    def __init__(self, specs: list[dict[str, Any]], time_limit_s: float) -> None:
-        self.dedicated = [dict(s) for s in specs if s.get("dedicated")]
-        self.fallback = [dict(s) for s in specs if s.get("fallback")][:1]
-        others = [dict(s) for s in specs if not s.get("dedicated") and not s.get("fallback")]
-        self.members = [s for s in others if "j" in s]
+    def __init__(self, specs: list[JobSpec] | list[Mapping[str, Any]], time_limit_s: float) -> None:
+        jobs = [JobSpec.of(s) for s in specs]
+        self.dedicated = [s for s in jobs if s.dedicated]
+        self.fallback = [s for s in jobs if s.fallback][:1]
+        others = [s for s in jobs if not s.dedicated and not s.fallback]
+        self.members = [s for s in others if s.j is not None]
         self.queue = list(others)
         self.slice_s = max(5.0, time_limit_s / max(2, 2 * len(self.members))) if self.members else 0.0
         self._rounds: dict[int, int] = {}
@@ -72,10 +76,14 @@ class BoundPlan:
 
     @property
     def head_start_wanted(self) -> bool:
-        return any(s.get("head_start") for s in self.dedicated)
+        return any(s.head_start for s in self.dedicated)
+
+    def set_head_start(self, seconds: float) -> None:
+        """The dedicated jobs' head start (``head_start_s`` of the specs handed out)."""
+        self.dedicated = [s.with_(head_start_s=seconds) for s in self.dedicated]
 
     def next(self, slot: int, left_s: float, ub: float | None,
-             member_bounds: Callable[[str], dict[int, float]]) -> tuple[dict[str, Any] | None, float]:
+             member_bounds: Callable[[str], dict[int, float]]) -> tuple[JobSpec | None, float]:
         """``(spec, seconds)`` for bound slot ``slot`` with ``left_s`` seconds of the run left,
         or ``(None, 0)`` when it has nothing (more) to do. ``ub``: the incumbent's cost;
         ``member_bounds(group)``: the current bound of each member of ``group``."""
@@ -88,34 +96,35 @@ class BoundPlan:
             return spec, self._budget(spec, left_s)
         return self._rerun_weakest(left_s, ub, member_bounds)
 
-    def _budget(self, spec: dict[str, Any], left_s: float) -> float:
+    def _budget(self, spec: JobSpec, left_s: float) -> float:
         """A queued job's first run: a member's slice, or the job's share of the time left."""
-        return min(self.slice_s if "j" in spec else float(spec.get("share", 1.0)) * left_s, left_s)
+        share = 1.0 if spec.share is None else spec.share
+        return min(self.slice_s if spec.j is not None else share * left_s, left_s)
 
-    def _with_fallback(self, left_s: float) -> tuple[dict[str, Any], float]:
-        others = [s for s in self.queue if "j" not in s]
+    def _with_fallback(self, left_s: float) -> tuple[JobSpec, float]:
+        others = [s for s in self.queue if s.j is None]
         if others and not self._fallback_next:
             self._fallback_next = True
             self.queue.remove(others[0])
             return others[0], self._budget(others[0], left_s)
         self._fallback_next = False
-        spec = {**self.fallback[0], "yield_when_stalled": bool(others), "turn": self._fallback_turns}
+        spec = self.fallback[0].with_(yield_when_stalled=bool(others), turn=self._fallback_turns)
         self._fallback_turns += 1
         if not others:
             self.fallback.clear()   # nothing else for this slot: the fallback to the end, once
         return spec, left_s
 
     def _rerun_weakest(self, left_s: float, ub: float | None,
-                       member_bounds: Callable[[str], dict[int, float]]) -> tuple[dict[str, Any] | None, float]:
+                       member_bounds: Callable[[str], dict[int, float]]) -> tuple[JobSpec | None, float]:
         if not self.members:
             return None, 0.0
-        groups = {s.get("group", "") for s in self.members}
+        groups = {s.group or "" for s in self.members}
         cur: dict[tuple[str, int], float] = {}
         for g in groups:
             cur.update({(g, j): v for j, v in member_bounds(g).items()})
 
-        def value(s: dict[str, Any]) -> float:
-            return cur.get((s.get("group", ""), s["j"]), -math.inf)
+        def value(s: JobSpec) -> float:
+            return cur.get((s.group or "", int(s.j or 0)), -math.inf)
 
         open_ = [s for s in self.members if value(s) < (math.inf if ub is None else ub)]
         if not open_:
@@ -125,12 +134,13 @@ class BoundPlan:
         self._rounds[id(weakest)] = rounds + 1
         return weakest, min(self.slice_s * 2.0 ** min(rounds, 40), left_s)   # a member that ends at once reruns often
 
-    def put_back(self, spec: dict[str, Any]) -> None:
+    def put_back(self, spec: JobSpec | Mapping[str, Any]) -> None:
         """A job whose worker failed runs again: a dedicated one without its head start,
         the fallback in its turn, others first in the queue."""
-        if spec.get("dedicated"):
-            self.dedicated.append({**spec, "head_start_s": 0.0})
-        elif spec.get("fallback"):
-            self.fallback[:] = [{k: v for k, v in spec.items() if k not in ("yield_when_stalled", "turn")}]
+        spec = JobSpec.of(spec)
+        if spec.dedicated:
+            self.dedicated.append(spec.with_(head_start_s=0.0))
+        elif spec.fallback:
+            self.fallback[:] = [spec.with_(yield_when_stalled=False, turn=0)]
         else:
             self.queue.insert(0, spec)

@@ -199,10 +199,12 @@ def holds_run(run_dir: str | Path) -> bool:
     return any((Path(run_dir) / f).exists() for f in ("config.json", "checkpoint.json"))
 
 
-def run_config(problem_name: str, problem_path: str, params: dict[str, Any], seed: int, target_gap: float,
+def run_config(problem_name: str, problem_path: str | None, params: dict[str, Any], seed: int, target_gap: float,
                time_limit_s: float, address: str | None = None, cpus_per_worker: float = 1.0) -> dict[str, Any]:
-    """The run's ``config.json`` (a resumed run must match its problem, digest and params)."""
-    return {"problem": problem_name, "problem_path": str(problem_path), "problem_digest": file_digest(problem_path),
+    """The run's ``config.json`` (a resumed run must match its problem, digest and params);
+    ``problem_path`` None: a problem built in memory (no file, no digest)."""
+    return {"problem": problem_name, "problem_path": None if problem_path is None else str(problem_path),
+            "problem_digest": None if problem_path is None else file_digest(problem_path),
             "params": params, "seed": seed, "target_gap": target_gap, "time_limit_s": time_limit_s,
             "address": address, "cpus_per_worker": cpus_per_worker}
 

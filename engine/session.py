@@ -19,6 +19,7 @@ import numpy as np
 
 from gapstop.engine.coordinator import Coordinator, Event
 from gapstop.engine.records import Bound
+from gapstop.engine.protocol import RunStatus
 from gapstop.engine.rundir import RunDir
 from gapstop.engine.stopping import Clock, standard
 
@@ -165,18 +166,17 @@ class Session:
         with self.lock:
             self.hold = bool(hold)
 
-    def poll(self) -> dict[str, Any]:
+    def poll(self) -> RunStatus:
         """Stop reason (or None), incumbent cost, bound, gap, evaluations, elapsed seconds,
         seconds left to the time limit (``time_left``; inf without one), worker nodes, whether
         search workers are held, and the run directory's failed writes (one line per directory;
         on Ray the driver prints them: an actor's stderr is not shown)."""
         with self.lock:
             self._catch_up()
-            return {"stop": self.coord.stop_reason(), "ub": self.coord.ub, "lb": self.coord.lb,
-                    "gap": self.coord.gap, "evals": sum(self.evals.values()), "elapsed": self.clock.elapsed(),
-                    "time_left": max(0.0, self.time_limit_s - self.clock.elapsed()),
-                    "nodes": dict(self.nodes), "hold": self.hold,
-                    "write_failures": list(self.rundir.write_failures.lines)}
+            return RunStatus(stop=self.coord.stop_reason(), ub=self.coord.ub, lb=self.coord.lb, gap=self.coord.gap,
+                             evals=sum(self.evals.values()), elapsed=self.clock.elapsed(),
+                             time_left=max(0.0, self.time_limit_s - self.clock.elapsed()), nodes=dict(self.nodes),
+                             hold=self.hold, write_failures=tuple(self.rundir.write_failures.lines))
 
     def running_doc(self) -> dict[str, Any]:
         """The result document of the run so far (``"stopped_because": "running"``), as

@@ -23,7 +23,8 @@ from typing import Any, Callable, Protocol
 
 from gapstop.engine.interrupts import stop_reason
 from gapstop.engine.persist import WriteFailures
-from gapstop.engine.plan import HELLO_WAIT_S, BoundPlan, job_name
+from gapstop.engine.plan import HELLO_WAIT_S, BoundPlan
+from gapstop.engine.protocol import Island, JobSpec, RunStatus
 
 log = logging.getLogger("gapstop")
 
@@ -36,10 +37,10 @@ HELD_FIRST_EPOCH_S = 0.1
 
 
 class Backend(Protocol):
-    def start_search(self, slot: int, name: str, index: int, first_epoch_s: float) -> Any:
-        """Start island ``index`` as worker ``name``, its first epoch ``first_epoch_s`` long; returns a handle."""
+    def start_search(self, slot: int, name: str, island: Island, first_epoch_s: float) -> Any:
+        """Start ``island`` as worker ``name``, its first epoch ``first_epoch_s`` long; returns a handle."""
 
-    def start_bound(self, slot: int, spec: dict[str, Any], budget_s: float, fresh: bool) -> Any:
+    def start_bound(self, slot: int, spec: JobSpec, budget_s: float, fresh: bool) -> Any:
         """Run bound job ``spec`` for at most ``budget_s`` on bound slot ``slot`` (``fresh``:
         on a new worker, the old one failed); returns a handle. The slot's worker says
         ``hello`` to the session as ``bound-SLOT...``."""
@@ -60,10 +61,10 @@ class OutFile:
         self.last: Any = None
         self.doc = doc  # the session's running_doc
 
-    def update(self, st: dict[str, Any]) -> None:
-        if self.path is None or self.doc is None or st["ub"] is None or st["ub"] == self.last:
+    def update(self, st: RunStatus) -> None:
+        if self.path is None or self.doc is None or st.ub is None or st.ub == self.last:
             return
-        self.last = st["ub"]
+        self.last = st.ub
         self.failures.write_json(self.path, self.doc())
 
     def final(self, doc: dict[str, Any]) -> None:
@@ -79,7 +80,7 @@ def other_bound(bounds: dict[str, Any], besides: str = "spectral") -> float | No
 
 def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_bound: int, *, t_end: float,
           head_s: float = 0.0, extend: Callable[..., bool | None] | None = None, poll_s: float = 0.1,
-          on_tick: Callable[[dict[str, Any]], None] | None = None, max_restarts: int = 3) -> str:
+          on_tick: Callable[[RunStatus], None] | None = None, max_restarts: int = 3) -> str:
     """Run the plan until the session says stop, ``t_end`` (``time.monotonic()``), or no
     worker is left; returns the stop reason (``"interrupted"`` on Ctrl-C, ``"terminated"`` on
     SIGTERM when :func:`engine.interrupts.sigterm_raises` is in force).
@@ -92,7 +93,7 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
     replaced, up to ``max_restarts`` times per slot; its failure goes to the session
     (``worker_errors``).
     """
-    running: dict[Any, tuple[str, int, dict[str, Any] | None]] = {}  # handle -> (kind, slot, spec)
+    running: dict[Any, tuple[str, int, JobSpec | None]] = {}  # handle -> (kind, slot, spec)
     restarts: dict[tuple[str, int], int] = {}
     generation: dict[int, int] = {}
 
@@ -102,22 +103,21 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
         name = f"search-{slot}" + (f"r{g}" if g else "")
         session.started("searches", name)
         first = HELD_FIRST_EPOCH_S if holding else EPOCH_S
-        running[backend.start_search(slot, name, slot + 1000 * g, first)] = ("search", slot, None)
+        running[backend.start_search(slot, name, Island(slot, n_search, g), first)] = ("search", slot, None)
 
     def start_bound(slot: int, fresh: bool = False) -> None:
         left = t_end - time.monotonic()
-        st = session.poll()
-        if left <= 0.5 or st["stop"] is not None:  # e.g. the job that ended proved optimality
+        st: RunStatus = session.poll()
+        if left <= 0.5 or st.stop is not None:  # e.g. the job that ended proved optimality
             return
-        spec, budget = plan.next(slot, left, st["ub"], session.member_bounds)
+        spec, budget = plan.next(slot, left, st.ub, session.member_bounds)
         if spec is None:
             return
-        session.started("bounds", job_name(spec))
+        session.started("bounds", spec.name)
         running[backend.start_bound(slot, spec, budget, fresh)] = ("bound", slot, spec)
 
     holding = head_s > 0 and plan.head_start_wanted and n_bound > 0
-    for s in plan.dedicated:
-        s["head_start_s"] = head_s if holding else 0.0
+    plan.set_head_start(head_s if holding else 0.0)
     if holding:
         session.set_hold(True)
     for slot in range(n_bound):
@@ -134,7 +134,7 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
         while reason is None:
             if holding:
                 now = time.monotonic()
-                dedicated = any(sp is not None and sp.get("dedicated") for _, _, sp in running.values())
+                dedicated = any(sp is not None and sp.dedicated for _, _, sp in running.values())
                 release = not dedicated
                 if not release and now >= t_release:
                     verdict: bool | None = False
@@ -172,12 +172,12 @@ def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_boun
                         plan.put_back(spec)
                     start_bound(slot, fresh=True)
             st = session.poll()
-            if not hello and any(w.startswith("bound-0") for w in st["nodes"]):
+            if not hello and any(w.startswith("bound-0") for w in st.nodes):
                 hello = True
                 t_release = min(t_release, time.monotonic() + head_s)
             if on_tick is not None:
                 on_tick(st)
-            reason = st["stop"]
+            reason = st.stop
             if reason is None and time.monotonic() >= t_end:
                 reason = "time-limit"
             if reason is None and not running:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from gapstop.engine import cancel
 from gapstop.engine.records import Bound
+from gapstop.engine.protocol import JobSpec
 
 #: how often a held search worker asks whether it may go on (seconds)
 HOLD_POLL_S = 0.1
@@ -79,15 +80,15 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
                         search.accept_incumbent(cost, sol)
             st = session.poll()
             if hasattr(search, "set_time_left"):  # e.g. to stage its own time
-                search.set_time_left(st["time_left"])
-            while st["stop"] is None and st["hold"] and not quit():  # another job has the CPUs for now
+                search.set_time_left(st.time_left)
+            while st.stop is None and st.hold and not quit():  # another job has the CPUs for now
                 pause(HOLD_POLL_S)
                 st = session.poll()
-            if st["stop"] is not None or quit():
+            if st.stop is not None or quit():
                 return total
 
 
-def run_job(adapter: Any, problem: Any, params: dict[str, Any], spec: dict[str, Any], ctx: JobContext,
+def run_job(adapter: Any, problem: Any, params: dict[str, Any], spec: JobSpec, ctx: JobContext,
             seed: int, num_workers: int) -> None:
     """Run bound job ``spec`` with ``ctx.should_stop`` as its thread's stop (:mod:`engine.cancel`):
     every loop inside the job then ends within one of its steps of the run's stop."""
@@ -120,8 +121,8 @@ class JobContext:
         if now - self._last_poll >= self.poll_s:
             self._last_poll = now
             st = self.session.poll()
-            self._stop = st["stop"] is not None
-            self._ub = st["ub"]
+            self._stop = st.stop is not None
+            self._ub = st.ub
 
     def should_stop(self) -> bool:
         if time.monotonic() >= self.deadline or self.quit():

@@ -25,6 +25,21 @@ def _in_tmp_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_finish_costs(tmp_path_factory: pytest.TempPathFactory):
+    """The finish reserves a run learns (``$GAPSTOP_CACHE/finish_costs.json``) are the test
+    session's own, also in the processes it starts: a reserve that the machine's earlier runs
+    learned under load would shorten the tests' short runs. A test that sets it keeps its own."""
+    import os
+
+    if "GAPSTOP_CACHE" in os.environ:
+        yield
+        return
+    os.environ["GAPSTOP_CACHE"] = str(tmp_path_factory.mktemp("gapstop-cache"))
+    yield
+    os.environ.pop("GAPSTOP_CACHE", None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def group(item: pytest.Item) -> int:
         if item.get_closest_marker("cluster") is not None:

@@ -53,7 +53,7 @@ def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, me
 
 
 def test_solve_search_only_stops_at_time_limit(tiny: Path) -> None:
-    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "1",
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "5",
                                     "--no-bounds", "--quiet", "--in-process"])
     assert res.exit_code == 0, res.output
     assert "objective" in res.output

@@ -217,13 +217,13 @@ def plan_pipeline(module: Any, example_args: Sequence[Any], k: int, chip: str | 
         doc = solve_module_split(problem, k, time_limit_s=time_limit, target_gap=target_gap, seed=seed,
                                  num_workers=workers)
     else:
-        from gapstop.engine.local_runner import run_local
+        from gapstop.engine.facade import RunConfig, solve
         from gapstop.problems import registry
 
         with tempfile.TemporaryDirectory(prefix="gapstop-plan-") as rd:
-            doc = run_local(registry.get("pipeline"), problem, {"k": k}, run_dir=rd,
-                            config={"problem": "pipeline"}, time_limit_s=time_limit, target_gap=target_gap,
-                            seed=seed, workers=workers)
+            config = RunConfig(path=None, run_dir=rd, time_limit_s=time_limit, target_gap=target_gap,
+                               seed=seed, workers=workers, in_process=True)
+            doc = solve(registry.get("pipeline"), problem, {"k": k}, config)
         doc.pop("run_dir", None)
     return _plan(problem, doc, split_at, k)
 

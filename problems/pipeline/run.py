@@ -94,9 +94,11 @@ def split_to_solution(split: Split) -> dict[str, Any]:
 
 
 def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, population: int = 100,
-                constraints: Constraints | None = None, policy: dict[str, Any] | None = None) -> Any:
-    """Island ``index`` of a run seeded with ``seed``: its own stream from one SeedSequence,
-    its first generation seeded with the MLA and MLA-weighted orders.
+                constraints: Constraints | None = None, policy: dict[str, Any] | None = None,
+                generation: int = 0) -> Any:
+    """Island ``index`` of a run seeded with ``seed``: its own stream from one SeedSequence
+    (a restart, ``generation`` >= 1, another one), its first generation seeded with the MLA
+    and MLA-weighted orders.
 
     With active ``constraints`` the islands cycle through BRKGA + FIX, random search
     (uniform + SAMPLE) and simulated annealing (:mod:`problems.pipeline.mcm_search`).
@@ -106,18 +108,17 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
     from gapstop.problems.pipeline.search import PipelineSearch, mla_seeds
 
     if policy is not None:
-        # a restarted worker gets index slot + 1000 * generation (engine/solve_loop.py)
-        if index % 1000 == 0:
+        if index == 0:
             from gapstop.problems.pipeline.rl import require_torch
             require_torch()
             from gapstop.problems.pipeline.rl.island import PolicySearch
 
-            rng = np.random.default_rng(np.random.SeedSequence([seed, index, 7]))
+            rng = np.random.default_rng(np.random.SeedSequence([seed, generation, 7]))
             return PolicySearch(problem, constraints if constraints is not None else Constraints(k), rng,
                                 policy_path=policy["path"], finetune=bool(policy.get("finetune")),
                                 mode=policy.get("mode", "fix"))
         index -= 1
-    root = np.random.SeedSequence(seed)
+    root = np.random.SeedSequence(seed if generation == 0 else [seed, index, generation])
     mla_stream, *islands = root.spawn(index + 2)
     if constraints is not None and constraints.any:
         from gapstop.problems.pipeline.mcm_search import make_constrained_search
@@ -131,7 +132,7 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
             seeds = mla_seeds(problem, np.random.default_rng(mla_stream))
             return PipelineSearch(problem, k, np.random.default_rng(islands[index]), population=population,
                                   seeds=seeds)
-    if index % 1000 != 0:
+    if index != 0:
         return build()
     # the first island of a run (a restarted one too) reports a linear-time plan before its seeds
     # and first generation, which take minutes on graphs of 10^4-10^5 nodes

@@ -13,6 +13,7 @@ import pytest
 from gapstop.engine.coordinator import integral
 from gapstop.engine.local_runner import run_local
 from gapstop.engine.plan import BoundPlan, slot_plan
+from gapstop.engine.protocol import Island, JobSpec
 from gapstop.engine.records import Bound
 from gapstop.problems import registry
 
@@ -63,9 +64,9 @@ class ToyAdapter:
     def evaluator(self, problem: Any, params: dict[str, Any]) -> Any:
         return integral(lambda sol: (int(sol), int(sol)))
 
-    def make_search(self, problem: Any, params: dict[str, Any], seed: int, index: int) -> Any:
+    def make_search(self, problem: Any, params: dict[str, Any], seed: int, island: Island) -> Any:
         self.searches_made.append(time.monotonic())
-        return _Countdown(problem["start"], problem["floor"], problem.get("fail") and index == 0)
+        return _Countdown(problem["start"], problem["floor"], problem.get("fail") and island.index == 0 and island.generation == 0)
 
     def to_solution(self, found: Any) -> Any:
         return found
@@ -203,7 +204,7 @@ def test_bound_plan_dedicated_queue_then_the_weakest_open_member_with_doubled_sl
     assert spec["j"] == 2 and budget == 40.0  # doubled again
     assert plan.next(1, 100.0, 3.0, members.get) == (None, 0.0)  # both closed at ub 3 (member 1 at 5, 2 at 3)
     plan.put_back({"kind": "x", "dedicated": True})
-    assert plan.next(0, 9.0, None, dict) == ({"kind": "x", "dedicated": True, "head_start_s": 0.0}, 9.0)
+    assert plan.next(0, 9.0, None, dict) == (JobSpec("x", dedicated=True, head_start_s=0.0), 9.0)
     assert math.isfinite(plan.slice_s)
 
 
@@ -223,15 +224,15 @@ def test_bound_plan_fallback_takes_turns_with_the_queued_jobs_on_slot_0() -> Non
     f = {"kind": "f", "fallback": True}
     assert plan.next(0, 40.0, None, dict)[0]["kind"] == "x"
     assert plan.next(0, 40.0, None, dict) == ({"kind": "a", "share": 0.5}, 20.0)   # a queued job,
-    assert plan.next(0, 40.0, None, dict) == ({**f, "yield_when_stalled": True, "turn": 0}, 40.0)  # a turn,
+    assert plan.next(0, 40.0, None, dict) == (JobSpec.of({**f, "yield_when_stalled": True, "turn": 0}), 40.0)  # a turn,
     assert plan.next(0, 40.0, None, dict) == ({"kind": "b", "share": 0.25}, 10.0)  # the next (members skipped)
     # nothing else for slot 0: the fallback to the end, once
-    assert plan.next(0, 30.0, None, dict) == ({**f, "yield_when_stalled": False, "turn": 1}, 30.0)
+    assert plan.next(0, 30.0, None, dict) == (JobSpec.of({**f, "yield_when_stalled": False, "turn": 1}), 30.0)
     assert plan.next(1, 30.0, None, dict)[0] == {"kind": "m", "j": 1, "group": "g"}  # members: other slots
     assert plan.next(0, 30.0, None, lambda g: {})[0] == {"kind": "m", "j": 1, "group": "g"}  # ... and 0 after it
     # a failed fallback comes back, without its turn's flags
     plan.put_back({**f, "yield_when_stalled": False, "turn": 1})
-    assert plan.next(0, 20.0, None, dict) == ({**f, "yield_when_stalled": False, "turn": 2}, 20.0)
+    assert plan.next(0, 20.0, None, dict) == (JobSpec.of({**f, "yield_when_stalled": False, "turn": 2}), 20.0)
 
 
 def test_bound_plan_fallback_never_goes_to_other_slots_nor_before_the_dedicated_job() -> None:
@@ -240,8 +241,7 @@ def test_bound_plan_fallback_never_goes_to_other_slots_nor_before_the_dedicated_
     assert plan.next(1, 30.0, None, dict)[0]["kind"] == "a"
     assert plan.next(1, 30.0, None, dict) == (None, 0.0)
     assert plan.next(0, 30.0, None, dict)[0]["kind"] == "x"
-    assert plan.next(0, 30.0, None, dict)[0] == {"kind": "f", "fallback": True, "yield_when_stalled": False,
-                                                 "turn": 0}
+    assert plan.next(0, 30.0, None, dict)[0] == JobSpec("f", fallback=True, yield_when_stalled=False, turn=0)
 
 
 def test_result_json_catches_up_with_better_bounds_at_most_once_a_second(tmp_path: Path,
