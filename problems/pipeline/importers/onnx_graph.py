@@ -3,14 +3,18 @@
 Rules (also in the README, "Importing models"):
 
 * One graph node per ONNX node, in the file's node order (ONNX requires it topological), plus
-  one free source node per graph input. ``Constant`` nodes and initializers are parameters,
-  not nodes.
-* Parameters (initializers, ``Constant`` outputs) are charged to every node that reads them:
+  one free source node per graph input. Nodes whose outputs do not depend on the inputs' values
+  once their shapes are fixed (``Constant``, ``ConstantOfShape`` of a constant shape, arithmetic
+  on constants, ``Shape`` of a known shape, ...; see
+  :func:`~problems.pipeline.importers.onnx_fold.input_free_nodes`) are folded: their outputs are
+  parameters, like initializers, and they are not nodes.
+* Parameters (initializers, folded outputs) are charged to every node that reads them:
   ``size_param`` and ``bytes`` include them; a stage running two consumers of one shared
   parameter is charged twice (a stage never looks smaller than it is).
 * ``size_out`` is the sum of a node's output tensors that are read by another node or are graph
   outputs (all its outputs if none is): a multi-output (tuple) node is one producer whose
-  outputs travel together.
+  outputs travel together. An output nothing reads needs no shape (opset 9's ``Dropout`` mask):
+  left out of the op's ``outputs`` when shape inference gives it none.
 * FLOPs count a multiply-add as 2; see :data:`_FLOP_RULES` and :func:`op_flops`. ``bytes`` is
   every input (activations and parameters) plus every output, except views (0) and Gather on
   a parameter (an embedding lookup: indices + the rows read + the output).
@@ -31,7 +35,7 @@ import numpy as np
 
 from gapstop.engine.errors import InputError
 from gapstop.problems.chip import ChipProfile
-from gapstop.problems.pipeline.importers.onnx_fold import fold_shape_computations, known_values
+from gapstop.problems.pipeline.importers.onnx_fold import fold_shape_computations, input_free_nodes, known_values
 from gapstop.problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the ONNX importer needs the onnx package: pip install 'gapstop[onnx]' (or pip install onnx)"
@@ -328,10 +332,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     infos = _tensor_infos(p, model)
     g = model.graph
     consts, _ = known_values(g, onnx)
-    params = {t.name for t in g.initializer}
-    for node in g.node:
-        if node.op_type == "Constant":
-            params.update(o for o in node.output if o)
+    folded, params = input_free_nodes(g, onnx)
 
     def tensor(t: str, where: str) -> dict[str, Any]:
         info = infos.get(t)
@@ -369,12 +370,14 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
               "inputs": [], "outputs": [t], "attrs": {}, "flops": 0.0, "bytes": 0}
         producer[inp.name] = b.add(op, 0, nb, t["dtype"])
     for idx, node in enumerate(g.node):
-        if node.op_type == "Constant":
+        if idx in folded:
             continue
         name = unique(node.name, f"{node.op_type}_{idx}")
         where = f"input of node {name!r}"
         ins = [{**tensor(t, where), "param": t in params} for t in node.input if t]
-        outs = [tensor(t, f"output of node {name!r}") for t in node.output if t]
+        # an output nothing reads (Dropout's mask) needs no shape: left out when inference has none
+        outs = [tensor(t, f"output of node {name!r}") for t in node.output
+                if t and (t in consumed or infos.get(t, (None,))[0] is not None)]
         kind = _kind(node.op_type, [t["param"] for t in ins])
         attrs = _attrs(node, ins, consts)
         flops = op_flops(node.op_type, kind, ins, outs, attrs)
@@ -398,5 +401,6 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         for t in node.output:
             if t:
                 producer[t] = v
-    meta = {"source": "onnx", "model": p.name, "batch": batch, "input_shapes": shapes}
+    meta = {"source": "onnx", "model": p.name, "batch": batch, "input_shapes": shapes,
+            "onnx_nodes": len(g.node), "folded_nodes": len(folded)}
     return b.document(g.name or p.stem, meta), b.warning(str(p))
