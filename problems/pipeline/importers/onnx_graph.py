@@ -52,7 +52,7 @@ _ELEMENTWISE = {
 _REDUCTION = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
               "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin", "CumSum"}
 _NORM = {"LayerNormalization", "BatchNormalization", "InstanceNormalization", "GroupNormalization",
-         "RMSNormalization", "SimplifiedLayerNormalization", "LpNormalization"}
+         "RMSNormalization", "SimplifiedLayerNormalization", "LpNormalization", "LRN", "MeanVarianceNormalization"}
 _SOFTMAX = {"Softmax", "LogSoftmax", "Hardmax"}
 _POOL = {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}
 #: free: no data moves (metadata or aliasing only)
