@@ -334,8 +334,15 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     consts, _ = known_values(g, onnx)
     folded, params = input_free_nodes(g, onnx)
 
+    not_tensors = {vi.name: vi.type.WhichOneof("value") for vi in list(g.value_info) + list(g.output)
+                   if not vi.type.HasField("tensor_type")}
+
     def tensor(t: str, where: str) -> dict[str, Any]:
         info = infos.get(t)
+        if info is None and t in not_tensors:
+            kind = (not_tensors[t] or "untyped value").removesuffix("_type")
+            raise InputError(f"{p}: {t!r} ({where}) is a {kind}, not a tensor (sequences, maps and optionals "
+                             "are not supported)")
         if info is None or info[0] is None:
             raise InputError(f"{p}: tensor {t!r} ({where}): shape unknown after shape inference "
                              f"(ops unknown to ONNX need value_info for their outputs)")

@@ -233,6 +233,15 @@ def test_an_output_nothing_reads_needs_no_shape(tmp_path: Path) -> None:
         _import(_dropout_net(tmp_path, read_mask=True))
 
 
+def test_a_sequence_value_is_one_line_saying_it_is_not_a_tensor(tmp_path: Path) -> None:
+    nodes = [h.make_node("SequenceConstruct", ["x", "x"], ["seq"], name="pack"),
+             h.make_node("SequenceAt", ["seq", "i"], ["y"], name="at")]
+    p = _save(tmp_path, "seq", nodes, [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)], [h.make_tensor("i", T.INT64, [], [1])])
+    with pytest.raises(InputError, match=r"'seq' \(output of node 'pack'\) is a sequence, not a tensor"):
+        _import(p)
+
+
 def test_what_does_not_depend_on_the_inputs_folds_into_parameters(tmp_path: Path) -> None:
     # weights built in the graph, as exporters that drop initializer data write them: a
     # ConstantOfShape, then constant arithmetic and a Transpose; a bias from an Unsqueeze of a
