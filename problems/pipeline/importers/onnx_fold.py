@@ -155,9 +155,9 @@ _NEVER_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUni
                  "Bernoulli", "DequantizeLinear"}
 
 
-def input_free_nodes(graph: Any, onnx: Any) -> tuple[set[int], set[str]]:
+def input_free_nodes(graph: Any, onnx: Any) -> tuple[set[int], dict[str, frozenset[str]]]:
     """The nodes (indices in ``graph.node``) whose outputs are fixed once the input shapes are, and
-    every tensor so fixed (initializers included).
+    every tensor so fixed (initializers included), mapped to the initializers it is computed from.
 
     A node is input-free when every input it reads is, or when it is a ``Shape`` or ``Size`` of a
     tensor whose shape is fully known (``Constant`` has no inputs: input-free). Random ops,
@@ -166,7 +166,7 @@ def input_free_nodes(graph: Any, onnx: Any) -> tuple[set[int], set[str]]:
     """
     shapes = _static_shapes(graph)
     graph_attr = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    fixed = {t.name for t in graph.initializer}
+    fixed: dict[str, frozenset[str]] = {t.name: frozenset((t.name,)) for t in graph.initializer}
     nodes: set[int] = set()
     for idx, node in enumerate(graph.node):
         if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLDED \
@@ -174,12 +174,15 @@ def input_free_nodes(graph: Any, onnx: Any) -> tuple[set[int], set[str]]:
             continue
         ins = [i for i in node.input if i]
         if node.op_type in ("Shape", "Size"):
-            free = bool(ins) and ins[0] in shapes
+            if not ins or ins[0] not in shapes:
+                continue
+            sources: frozenset[str] = frozenset()  # the value is the shape, not the data
+        elif all(i in fixed for i in ins):
+            sources = frozenset().union(*(fixed[i] for i in ins))
         else:
-            free = all(i in fixed for i in ins)
-        if free:
-            nodes.add(idx)
-            fixed.update(o for o in node.output if o)
+            continue
+        nodes.add(idx)
+        fixed.update((o, sources) for o in node.output if o)
     return nodes, fixed
 
 

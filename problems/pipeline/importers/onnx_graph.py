@@ -8,7 +8,9 @@ Rules (also in the README, "Importing models"):
   on constants, ``Shape`` of a known shape, ...; see
   :func:`~problems.pipeline.importers.onnx_fold.input_free_nodes`) are folded: their outputs are
   parameters, like initializers, and they are not nodes.
-* Parameters (initializers, folded outputs) are charged to every node that reads them:
+* Parameters (initializers, folded outputs) are charged to every node that reads them (a folded
+  output smaller than the initializers it is computed from, such as rows of a constant table at
+  constant positions, in ``size_param`` as those initializers: the table is still held):
   ``size_param`` and ``bytes`` include them; a stage running two consumers of one shared
   parameter is charged twice (a stage never looks smaller than it is).
 * ``size_out`` is the sum of a node's output tensors that are read by another node or are graph
@@ -355,6 +357,12 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     def nbytes(t: dict[str, Any]) -> int:
         return _numel(t["shape"]) * _dtype(infos[t["name"]][1])[1]
 
+    def held(t: str, nb: int) -> int:
+        """Memory a reader of parameter ``t`` (``nb`` bytes) holds: a folded tensor smaller than the
+        initializers it is computed from (rows looked up in a constant table) still needs them."""
+        src = sum(nbytes({"name": s, "shape": infos[s][0]}) for s in params[t] if s != t)
+        return max(nb, src)
+
     consumed: set[str] = {i for n in g.node for i in n.input if i}
     consumed.update(o.name for o in g.output)
     b = GraphBuilder(chip)
@@ -397,7 +405,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         else:
             moved = sum(in_b) + sum(out_b)
         used = [nb for t, nb in zip(outs, out_b) if t["name"] in consumed]
-        size_param = sum(nb for t, nb in zip(ins, in_b) if t["param"])
+        size_param = sum(held(t["name"], nb) for t, nb in zip(ins, in_b) if t["param"])
         compute_dtype = (ins[0] if ins else outs[0])["dtype"] if (ins or outs) else "float32"
         op = {"name": name, "op": node.op_type, "kind": kind, "module": _module_of(node.name), "inputs": ins,
               "outputs": outs, "attrs": attrs, "flops": float(flops), "bytes": int(moved)}

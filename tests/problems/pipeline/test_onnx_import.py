@@ -280,6 +280,22 @@ def test_what_does_not_depend_on_the_inputs_folds_into_parameters(tmp_path: Path
     assert sorted(map(tuple, doc["graph"]["edges"])) == [(0, 1), (1, 2), (2, 4), (3, 4)]
 
 
+def test_a_folded_lookup_in_a_constant_table_still_holds_the_table(tmp_path: Path) -> None:
+    # position embeddings with the positions baked in: the rows fold, the table stays held
+    nodes = [h.make_node("Gather", ["table", "pos"], ["rows"], name="lookup", axis=0),
+             h.make_node("Add", ["x", "rows"], ["y"], name="add")]
+    p = _save(tmp_path, "pos", nodes, [h.make_tensor_value_info("x", T.FLOAT, [4, 16])],
+              [h.make_tensor_value_info("y", T.FLOAT, [4, 16])],
+              [_init("table", [100, 16]), h.make_tensor("pos", T.INT64, [4], [0, 1, 2, 3])])
+    doc, _ = _import(p)
+    assert doc["graph"]["nodes"]["names"] == ["x", "add"]
+    ops = _by_name(doc)
+    assert [(t["name"], t["shape"], t["param"]) for t in ops["add"]["inputs"]] == [("x", [4, 16], False),
+                                                                                  ("rows", [4, 16], True)]
+    assert doc["graph"]["nodes"]["size_param"][1] == 100 * 16 * 4 + 4 * 8  # the table and the positions
+    assert ops["add"]["bytes"] == 3 * 4 * 16 * 4  # what the Add reads and writes: the rows
+
+
 def test_ops_survive_the_graph_file_round_trip(mlp: Path, tmp_path: Path) -> None:
     doc, _ = _import(mlp, batch=2)
     prob = problem_from_dict(json.loads(json.dumps(doc)), "g.json")
