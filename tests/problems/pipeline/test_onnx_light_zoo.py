@@ -188,3 +188,24 @@ def test_backend_test_models_import_or_fail_in_one_line_for_a_named_reason() -> 
         problem_from_dict(doc, path.parent.name)
         imported += 1
     assert imported > len(paths) // 2
+
+
+@needs_light
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FILES)
+def test_light_file_imports_and_solves_from_the_command_line(name: str, tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gapstop.launch import main
+
+    graph, result = tmp_path / "g.json.gz", tmp_path / "r.json"
+    r = CliRunner().invoke(main, ["import", "onnx", str(LIGHT / f"light_{name}.onnx"), "--chip", "a100-sxm-80gb",
+                                  "--out", str(graph)])
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    r = CliRunner().invoke(main, ["pipeline", "solve", str(graph), "-k", "4", "--in-process", "--time-limit", "10",
+                                  "--quiet", "--out", str(result)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(result.read_text())
+    assert doc["lower_bound"] <= doc["objective"] * (1 + 1e-9)
