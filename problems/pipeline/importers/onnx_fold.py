@@ -1,10 +1,15 @@
-"""Shape computations folded into constants, so that ONNX shape inference reaches every tensor.
+"""Computations that do not depend on the graph inputs' values, folded into constants.
 
 Exporters with dynamic axes compute reshape targets at run time (``Shape -> Gather -> Div ->
 Concat -> Reshape``); ONNX's data propagation covers only part of those ops, which leaves the
 shapes after the first such ``Reshape`` unknown. Once the input dims are fixed these values are
 static: :func:`fold_shape_computations` evaluates them with numpy and hands them to their
 consumers as initializers, then infers again, until nothing new folds.
+
+Other files build their weights in the graph (``ConstantOfShape`` of an initializer shape, a
+``Transpose`` or ``Unsqueeze`` of a weight): :func:`input_free_nodes` finds every node whose
+outputs are fixed once the input shapes are, so that the importer charges those outputs as
+parameters, as it does initializers, instead of making the nodes stages must run.
 """
 
 from __future__ import annotations
@@ -54,6 +59,19 @@ def _div(a: Any, b: Any) -> Any:
     return np.true_divide(a, b)
 
 
+def _constant_of_shape(node: Any, args: list[Any], attrs: dict[str, Any]) -> Any:
+    from onnx import numpy_helper
+
+    value = attrs.get("value")
+    fill = numpy_helper.to_array(value).ravel() if value is not None else np.zeros(1, np.float32)
+    shape = [int(d) for d in np.asarray(args[0]).ravel()]
+    # shape computations are integers; a float fill is a weight built in the graph, whose value
+    # the importer never needs (folding it would only copy it into an initializer)
+    if fill.dtype.kind not in "iub" or int(np.prod(shape)) > MAX_ELEMENTS:
+        raise ValueError("not a shape computation")
+    return np.full(shape, fill[0], dtype=fill.dtype)
+
+
 _FOLD: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
     "Gather": lambda n, a, t: np.take(a[0], a[1], axis=t.get("axis", 0)),
     "Concat": lambda n, a, t: np.concatenate([np.atleast_1d(x) for x in a], axis=t.get("axis", 0)),
@@ -74,6 +92,7 @@ _FOLD: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
                                                  for i, d in enumerate(np.asarray(a[1]).ravel())]),
     "ReduceProd": lambda n, a, t: np.prod(a[0], keepdims=bool(t.get("keepdims", 1))),
     "Range": lambda n, a, t: np.arange(a[0], a[1], a[2]).astype(np.result_type(a[0])),
+    "ConstantOfShape": _constant_of_shape,
 }
 
 
@@ -130,10 +149,48 @@ def known_values(graph: Any, onnx: Any) -> tuple[dict[str, Any], set[str]]:
     return values, folded
 
 
+#: ops whose outputs are not fixed by their inputs (random draws), or a quantized weight's
+#: dequantization, which runtimes run next to the op that reads it so the weight stays quantized
+_NEVER_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                 "Bernoulli", "DequantizeLinear"}
+
+
+def input_free_nodes(graph: Any, onnx: Any) -> tuple[set[int], dict[str, frozenset[str]]]:
+    """The nodes (indices in ``graph.node``) whose outputs are fixed once the input shapes are, and
+    every tensor so fixed (initializers included), mapped to the initializers it is computed from.
+
+    A node is input-free when every input it reads is, or when it is a ``Shape`` or ``Size`` of a
+    tensor whose shape is fully known (``Constant`` has no inputs: input-free). Random ops,
+    ``DequantizeLinear``, ops of other domains (their semantics are unknown) and ops holding
+    subgraphs (a body may read outer tensors that are not among the node's inputs) never are.
+    """
+    shapes = _static_shapes(graph)
+    graph_attr = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    fixed: dict[str, frozenset[str]] = {t.name: frozenset((t.name,)) for t in graph.initializer}
+    nodes: set[int] = set()
+    for idx, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLDED \
+                or any(a.type in graph_attr for a in node.attribute):
+            continue
+        ins = [i for i in node.input if i]
+        if node.op_type in ("Shape", "Size"):
+            if not ins or ins[0] not in shapes:
+                continue
+            sources: frozenset[str] = frozenset()  # the value is the shape, not the data
+        elif all(i in fixed for i in ins):
+            sources = frozenset().union(*(fixed[i] for i in ins))
+        else:
+            continue
+        nodes.add(idx)
+        fixed.update((o, sources) for o in node.output if o)
+    return nodes, fixed
+
+
 def fold_shape_computations(model: Any, onnx: Any) -> Any:
     """Infer shapes (not strict), fold the static shape computations into initializers read by
     the ops that cannot fold, and repeat until nothing new folds. Returns the rewired model;
-    the folded nodes stay in the graph, no longer read by those ops."""
+    the folded nodes stay in the graph, no longer read by those ops (:func:`input_free_nodes`
+    finds them)."""
     from onnx import numpy_helper
 
     for _ in range(MAX_ROUNDS):

@@ -3,14 +3,20 @@
 Rules (also in docs/importing.md):
 
 * One graph node per ONNX node, in the file's node order (ONNX requires it topological), plus
-  one free source node per graph input. ``Constant`` nodes and initializers are parameters,
-  not nodes.
-* Parameters (initializers, ``Constant`` outputs) are charged to every node that reads them:
+  one free source node per graph input. Nodes whose outputs do not depend on the inputs' values
+  once their shapes are fixed (``Constant``, ``ConstantOfShape`` of a constant shape, arithmetic
+  on constants, ``Shape`` of a known shape, ...; see
+  :func:`~problems.pipeline.importers.onnx_fold.input_free_nodes`) are folded: their outputs are
+  parameters, like initializers, and they are not nodes.
+* Parameters (initializers, folded outputs) are charged to every node that reads them (a folded
+  output smaller than the initializers it is computed from, such as rows of a constant table at
+  constant positions, in ``size_param`` as those initializers: the table is still held):
   ``size_param`` and ``bytes`` include them; a stage running two consumers of one shared
   parameter is charged twice (a stage never looks smaller than it is).
 * ``size_out`` is the sum of a node's output tensors that are read by another node or are graph
   outputs (all its outputs if none is): a multi-output (tuple) node is one producer whose
-  outputs travel together.
+  outputs travel together. An output nothing reads needs no shape (opset 9's ``Dropout`` mask):
+  left out of the op's ``outputs`` when shape inference gives it none.
 * FLOPs count a multiply-add as 2; see :data:`_FLOP_RULES` and :func:`op_flops`. ``bytes`` is
   every input (activations and parameters) plus every output, except views (0) and Gather on
   a parameter (an embedding lookup: indices + the rows read + the output).
@@ -31,7 +37,7 @@ import numpy as np
 
 from gapstop.engine.errors import InputError
 from gapstop.problems.chip import ChipProfile
-from gapstop.problems.pipeline.importers.onnx_fold import fold_shape_computations, known_values
+from gapstop.problems.pipeline.importers.onnx_fold import fold_shape_computations, input_free_nodes, known_values
 from gapstop.problems.pipeline.importers.roofline import GraphBuilder, classify, optional_import
 
 INSTALL_HINT = "the ONNX importer needs the onnx package: pip install 'gapstop[onnx]' (or pip install onnx)"
@@ -48,7 +54,7 @@ _ELEMENTWISE = {
 _REDUCTION = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
               "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin", "CumSum"}
 _NORM = {"LayerNormalization", "BatchNormalization", "InstanceNormalization", "GroupNormalization",
-         "RMSNormalization", "SimplifiedLayerNormalization", "LpNormalization"}
+         "RMSNormalization", "SimplifiedLayerNormalization", "LpNormalization", "LRN", "MeanVarianceNormalization"}
 _SOFTMAX = {"Softmax", "LogSoftmax", "Hardmax"}
 _POOL = {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}
 #: free: no data moves (metadata or aliasing only)
@@ -327,13 +333,17 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
     infos = _tensor_infos(p, model)
     g = model.graph
     consts, _ = known_values(g, onnx)
-    params = {t.name for t in g.initializer}
-    for node in g.node:
-        if node.op_type == "Constant":
-            params.update(o for o in node.output if o)
+    folded, params = input_free_nodes(g, onnx)
+
+    not_tensors = {vi.name: vi.type.WhichOneof("value") for vi in list(g.value_info) + list(g.output)
+                   if not vi.type.HasField("tensor_type")}
 
     def tensor(t: str, where: str) -> dict[str, Any]:
         info = infos.get(t)
+        if info is None and t in not_tensors:
+            kind = (not_tensors[t] or "untyped value").removesuffix("_type")
+            raise InputError(f"{p}: {t!r} ({where}) is a {kind}, not a tensor (sequences, maps and optionals "
+                             "are not supported)")
         if info is None or info[0] is None:
             raise InputError(f"{p}: tensor {t!r} ({where}): shape unknown after shape inference "
                              f"(ops unknown to ONNX need value_info for their outputs)")
@@ -345,6 +355,12 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
 
     def nbytes(t: dict[str, Any]) -> int:
         return _numel(t["shape"]) * _dtype(infos[t["name"]][1])[1]
+
+    def held(t: str, nb: int) -> int:
+        """Memory a reader of parameter ``t`` (``nb`` bytes) holds: a folded tensor smaller than the
+        initializers it is computed from (rows looked up in a constant table) still needs them."""
+        src = sum(nbytes({"name": s, "shape": infos[s][0]}) for s in params[t] if s != t)
+        return max(nb, src)
 
     consumed: set[str] = {i for n in g.node for i in n.input if i}
     consumed.update(o.name for o in g.output)
@@ -368,12 +384,14 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
               "inputs": [], "outputs": [t], "attrs": {}, "flops": 0.0, "bytes": 0}
         producer[inp.name] = b.add(op, 0, nb, t["dtype"])
     for idx, node in enumerate(g.node):
-        if node.op_type == "Constant":
+        if idx in folded:
             continue
         name = unique(node.name, f"{node.op_type}_{idx}")
         where = f"input of node {name!r}"
         ins = [{**tensor(t, where), "param": t in params} for t in node.input if t]
-        outs = [tensor(t, f"output of node {name!r}") for t in node.output if t]
+        # an output nothing reads (Dropout's mask) needs no shape: left out when inference has none
+        outs = [tensor(t, f"output of node {name!r}") for t in node.output
+                if t and (t in consumed or infos.get(t, (None,))[0] is not None)]
         kind = _kind(node.op_type, [t["param"] for t in ins])
         attrs = _attrs(node, ins, consts)
         flops = op_flops(node.op_type, kind, ins, outs, attrs)
@@ -386,7 +404,7 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         else:
             moved = sum(in_b) + sum(out_b)
         used = [nb for t, nb in zip(outs, out_b) if t["name"] in consumed]
-        size_param = sum(nb for t, nb in zip(ins, in_b) if t["param"])
+        size_param = sum(held(t["name"], nb) for t, nb in zip(ins, in_b) if t["param"])
         compute_dtype = (ins[0] if ins else outs[0])["dtype"] if (ins or outs) else "float32"
         op = {"name": name, "op": node.op_type, "kind": kind, "module": _module_of(node.name), "inputs": ins,
               "outputs": outs, "attrs": attrs, "flops": float(flops), "bytes": int(moved)}
@@ -397,5 +415,6 @@ def import_onnx(path: str | Path, chip: ChipProfile, *, batch: int | None = None
         for t in node.output:
             if t:
                 producer[t] = v
-    meta = {"source": "onnx", "model": p.name, "batch": batch, "input_shapes": shapes}
+    meta = {"source": "onnx", "model": p.name, "batch": batch, "input_shapes": shapes,
+            "onnx_nodes": len(g.node), "folded_nodes": len(folded)}
     return b.document(g.name or p.stem, meta), b.warning(str(p))
