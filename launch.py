@@ -28,14 +28,16 @@ import click
 from gapstop.engine import facade
 
 
-def _ray_run(problem_name: str, config: facade.RunConfig, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    """A run on Ray: actors for the coordinator, the islands and the bound jobs."""
+def _ray_run(problem_name: str, problem: Any, params: dict[str, Any], config: facade.RunConfig,
+             **kw: Any) -> dict[str, Any]:
+    """A run on Ray: actors for the coordinator, the islands and the bound jobs (``problem``: as
+    the command loaded and checked it, put in the object store once)."""
     from gapstop.actors.runner import run
 
     return run(problem_name, config.path, params, time_limit_s=config.time_limit_s, target_gap=config.target_gap,
                seed=config.seed, run_dir=config.run_dir, resume=config.resume, address=config.address,
                workers=config.workers, cpus_per_worker=config.cpus_per_worker, bounds=config.bounds,
-               islands=config.islands, out_path=config.out, **kw)
+               islands=config.islands, out_path=config.out, problem=problem, **kw)
 
 
 def _rl_rollouts(workers: int, mode: str, seed: int) -> Any:

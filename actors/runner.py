@@ -23,10 +23,9 @@ from typing import Any, Callable
 from gapstop.engine.deadline import run_end
 from gapstop.engine.errors import InputError
 from gapstop.engine.interrupts import Terminated, reason_of, signals_held, sigterm_raises
-from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.rundir import holds_run, run_config
-from gapstop.engine.solve_loop import OutFile, drive
-from gapstop.engine.protocol import Island, JobSpec
+from gapstop.engine.solve_loop import OutFile, drive, plan_run
+from gapstop.engine.protocol import Island, JobSpec, RunStatus
 
 
 def _on_this_node() -> Any:
@@ -108,9 +107,9 @@ class RayBackend:
 def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
         target_gap: float, seed: int, run_dir: str, resume: bool = False, address: str | None = None,
         workers: int | None = None, cpus_per_worker: float = 1.0, bounds: bool = True, islands: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None, max_restarts: int = 3,
+        progress: Callable[[RunStatus], None] | None = None, max_restarts: int = 3,
         poll_s: float = 0.1, namespace: str | None = None, head_start_s: float | None = None,
-        out_path: str | None = None, out_failures: Any = None) -> dict[str, Any]:
+        out_path: str | None = None, out_failures: Any = None, problem: Any = None) -> dict[str, Any]:
     """Run one certified search on Ray (local or cluster) and return the result document.
 
     ``head_start_s``: seconds the dedicated bound job (if the problem has one that asks
@@ -118,7 +117,8 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     on a single-node cluster (extended as the problem's ``extend_head_start`` decides), 0 on
     several nodes. ``out_path``: also write the result document there, rewritten at every
     improvement (``"stopped_because": "running"``) and at the end (a failed write reported
-    through ``out_failures``, a :class:`engine.persist.WriteFailures`, if given).
+    through ``out_failures``, a :class:`engine.persist.WriteFailures`, if given). ``problem``:
+    ``problem_path`` already loaded and checked (None: loaded here).
 
     Raises:
         InputError: ``run_dir`` already holds a run and ``resume`` is not set.
@@ -130,7 +130,7 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
     doc = _run(problem_name, problem_path, params, time_limit_s=time_limit_s, target_gap=target_gap, seed=seed,
                run_dir=run_dir, resume=resume, address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                bounds=bounds, islands=islands, progress=progress, max_restarts=max_restarts, poll_s=poll_s,
-               namespace=namespace, head_start_s=head_start_s, out=out)
+               namespace=namespace, head_start_s=head_start_s, out=out, problem=problem)
     out.final(doc)
     return doc
 
@@ -138,8 +138,9 @@ def run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_li
 def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_limit_s: float,
          target_gap: float, seed: int, run_dir: str, resume: bool, address: str | None,
          workers: int | None, cpus_per_worker: float, bounds: bool, islands: int | None,
-         progress: Callable[[dict[str, Any]], None] | None, max_restarts: int,
-         poll_s: float, namespace: str | None, head_start_s: float | None, out: OutFile) -> dict[str, Any]:
+         progress: Callable[[RunStatus], None] | None, max_restarts: int,
+         poll_s: float, namespace: str | None, head_start_s: float | None, out: OutFile,
+         problem: Any = None) -> dict[str, Any]:
     import time
 
     from gapstop.cluster.ray_import import import_ray
@@ -152,11 +153,10 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
     from gapstop.problems import registry
 
     adapter = registry.get(problem_name)
-    problem = adapter.load(problem_path)
-    adapter.check_params(problem, params)
+    if problem is None:  # else loaded and checked by the caller
+        problem = adapter.load(problem_path)
+        adapter.check_params(problem, params)
     namespace = namespace or f"gapstop-{uuid.uuid4().hex[:8]}"
-    specs = adapter.bound_job_specs(problem, params) if bounds else []
-    plan = BoundPlan(specs, time_limit_s)
     config = run_config(problem_name, problem_path, params, seed, target_gap, time_limit_s, address, cpus_per_worker)
     # From Ray's start to the main loop the run's state is being set up (Ray started, actors
     # created): a signal there must not escape as a bare KeyboardInterrupt and lose the result;
@@ -173,23 +173,21 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
     with signals_held() as held:
         held += interrupted
         interrupted = held
-        total = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
-        n_search, n_bound = slot_plan(total, bounds, islands)
-        single_node = sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1
-        head = head_start_s if head_start_s is not None else (default_head_start(time_limit_s) if single_node else 0.0)
-        config.update(workers=n_search + n_bound, search_workers=n_search, bound_workers=n_bound,
-                      head_start_s=head if plan.head_start_wanted else 0.0, runner="ray")
+        rp = plan_run(adapter, problem, params, total=workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker)),
+                      bounds=bounds, islands=islands, time_limit_s=time_limit_s, head_start_s=head_start_s,
+                      runner="ray", single_node=sum(1 for nd in ray.nodes() if nd.get("Alive")) <= 1)
+        config.update(rp.config)
         problem_ref = ray.put(problem)  # shipped once; every actor reads it from the object store
         # on the driver's node, so that the run directory is written where the command runs
         # (with a ray:// client: on the head node, where the client's driver runs)
         coord = CoordinatorActor.options(num_cpus=0, max_concurrency=64, name="coordinator",
                                          scheduling_strategy=_on_this_node()).remote(
             problem_name, problem_ref, params, run_dir, config, target_gap, time_limit_s, resume)
-        backend = RayBackend(problem_name, problem_ref, params, coord, seed, n_search, cpus_per_worker)
+        backend = RayBackend(problem_name, problem_ref, params, coord, seed, rp.n_search, cpus_per_worker)
         # Bound actors are created while the coordinator starts, so their process start-up and
         # imports overlap its; on a small machine start-up is CPU-bound, and the dedicated job
         # is the one that may end the run within seconds, so the islands come after it.
-        for i in range(n_bound):
+        for i in range(rp.n_bound):
             backend.bound_actor(i)
         try:
             ray.get(coord.poll.remote())  # surfaces constructor errors (e.g. a mismatched resume) here
@@ -203,19 +201,18 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
         t_end = min(time.monotonic() + time_limit_s - elapsed, run_end())  # a process deadline counts Ray's start-up
     shown: set[str] = set()
 
-    def tick(st: dict[str, Any]) -> None:
+    def tick(st: RunStatus) -> None:
         _print_new(list(st.write_failures), shown)
         out.update(st)
         if progress is not None:
             progress(st)
 
-    extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
     if interrupted:
         reason = reason_of(interrupted[0])
     else:
         with sigterm_raises():  # ray.init's own handler would end the driver at once (sys.exit)
-            reason = drive(session, backend, plan, n_search, n_bound, t_end=t_end, head_s=head, extend=extend,
-                           poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
+            reason = drive(session, backend, rp.plan, rp.n_search, rp.n_bound, t_end=t_end, head_s=rp.head_s,
+                           extend=rp.extend, poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
     with signals_held():  # the result is being written: a second signal must not lose it
         doc = ray.get(coord.finalize.remote(reason))
         _print_new(list(ray.get(coord.poll.remote()).write_failures), shown)

@@ -45,8 +45,8 @@ class RunConfig:
         return not self.in_process and (self.address is not None or self.workers is not None)
 
 
-#: a backend runs one run elsewhere than in this process's threads: ``backend(problem_name, config,
-#: params, progress=..., out_failures=...)`` returns the result document
+#: a backend runs one run elsewhere than in this process's threads: ``backend(problem_name, problem,
+#: params, config, progress=..., out_failures=...)`` returns the result document
 Backend = Callable[..., dict[str, Any]]
 _BACKENDS: dict[str, Backend] = {}
 
@@ -70,7 +70,7 @@ def solve(definition: Any, problem: Any, params: dict[str, Any], config: RunConf
     if config.on_ray:
         if config.path is None:
             raise InputError("a run on Ray needs the problem's file (RunConfig.path)")
-        return backend("ray")(definition.name, config, params, progress=progress, out_failures=out_failures)
+        return backend("ray")(definition.name, problem, params, config, progress=progress, out_failures=out_failures)
     from gapstop.engine.local_runner import run_local
 
     record = run_config(definition.name, config.path, params, config.seed, config.target_gap, config.time_limit_s)

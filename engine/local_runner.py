@@ -17,9 +17,8 @@ import time
 import traceback
 from typing import Any, Callable, Iterator
 
-from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.session import Session
-from gapstop.engine.solve_loop import EPOCH_S, OutFile, drive
+from gapstop.engine.solve_loop import EPOCH_S, OutFile, drive, plan_run
 from gapstop.engine.interrupts import signals_held, sigterm_raises
 from gapstop.engine.workers import JobContext, run_island, run_job
 from gapstop.engine.protocol import Island, JobSpec, RunStatus
@@ -209,13 +208,9 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
     :class:`engine.persist.WriteFailures`, if given). ``t_end``: a ``time.monotonic()`` deadline before the
     time limit (the process's). Ctrl-C stops the run; the best solution is kept.
     """
-    total = workers or max(1, os.cpu_count() or 1)
-    n_search, n_bound = slot_plan(total, bounds, islands)
-    specs = adapter.bound_job_specs(problem, params) if bounds else []
-    plan = BoundPlan(specs, time_limit_s)
-    head = default_head_start(time_limit_s) if head_start_s is None else head_start_s
-    config = {**config, "workers": n_search + n_bound, "search_workers": n_search, "bound_workers": n_bound,
-              "head_start_s": head if plan.head_start_wanted else 0.0, "runner": "in-process"}
+    rp = plan_run(adapter, problem, params, total=workers or max(1, os.cpu_count() or 1), bounds=bounds,
+                  islands=islands, time_limit_s=time_limit_s, head_start_s=head_start_s, runner="in-process")
+    config = {**config, **rp.config}
     session = Session(adapter, problem, params, run_dir, config, target_gap, time_limit_s, resume=resume)
     out = OutFile(out_path, session.running_doc, out_failures)
     end = time.monotonic() + time_limit_s - session.clock.elapsed()
@@ -227,12 +222,11 @@ def run_local(adapter: Any, problem: Any, params: dict[str, Any], *, run_dir: st
         if progress is not None:
             progress(st)
 
-    backend = ThreadBackend(adapter, problem, params, session, seed, n_search, 1)
-    extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
+    backend = ThreadBackend(adapter, problem, params, session, seed, rp.n_search, 1)
     with switch_interval(SWITCH_INTERVAL_S):
         with sigterm_raises():  # SIGTERM stops the run as Ctrl-C does
-            reason = drive(session, backend, plan, n_search, n_bound, t_end=end, head_s=head, extend=extend,
-                           poll_s=poll_s, on_tick=tick)
+            reason = drive(session, backend, rp.plan, rp.n_search, rp.n_bound, t_end=end, head_s=rp.head_s,
+                           extend=rp.extend, poll_s=poll_s, on_tick=tick)
         with signals_held():  # the result is being written: a second signal must not lose it
             backend.quit.set()
             backend.reports.flush()  # what the bound jobs reported before the stop counts

@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from gapstop.engine.interrupts import stop_reason
 from gapstop.engine.persist import WriteFailures
-from gapstop.engine.plan import HELLO_WAIT_S, BoundPlan
+from gapstop.engine.plan import HELLO_WAIT_S, BoundPlan, default_head_start, slot_plan
 from gapstop.engine.protocol import Island, JobSpec, RunStatus
 
 log = logging.getLogger("gapstop")
@@ -76,6 +77,37 @@ def other_bound(bounds: dict[str, Any], besides: str = "spectral") -> float | No
     """The best bound value among methods other than ``besides``, or None."""
     vals = [b.value for m, b in bounds.items() if m != besides and math.isfinite(b.value)]
     return max(vals) if vals else None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What both runners set up before :func:`drive`: the bound plan, the islands and bound slots,
+    the head start, the problem's ``extend_head_start`` (when the head start is the default one),
+    and the fields the run's ``config.json`` records about them."""
+
+    plan: BoundPlan
+    n_search: int
+    n_bound: int
+    head_s: float
+    extend: Callable[..., bool | None] | None
+    config: dict[str, Any]
+
+
+def plan_run(adapter: Any, problem: Any, params: dict[str, Any], *, total: int, bounds: bool, islands: int | None,
+             time_limit_s: float, head_start_s: float | None, runner: str, single_node: bool = True) -> RunPlan:
+    """The run's plan on ``total`` worker slots (:func:`engine.plan.slot_plan`). ``head_start_s``
+    None: :func:`engine.plan.default_head_start` on a single node (extended as the problem's
+    ``extend_head_start`` decides), none across several nodes."""
+    n_search, n_bound = slot_plan(total, bounds, islands)
+    plan = BoundPlan(adapter.bound_job_specs(problem, params) if bounds else [], time_limit_s)
+    if head_start_s is not None:
+        head = head_start_s
+    else:
+        head = default_head_start(time_limit_s) if single_node else 0.0
+    extend = getattr(adapter, "extend_head_start", None) if head_start_s is None else None
+    config = {"workers": n_search + n_bound, "search_workers": n_search, "bound_workers": n_bound,
+              "head_start_s": head if plan.head_start_wanted else 0.0, "runner": runner}
+    return RunPlan(plan, n_search, n_bound, head, extend, config)
 
 
 def drive(session: Any, backend: Backend, plan: BoundPlan, n_search: int, n_bound: int, *, t_end: float,
