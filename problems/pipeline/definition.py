@@ -10,6 +10,31 @@ from gapstop.engine.coordinator import Coordinator, Evaluator
 from gapstop.engine.protocol import Island, JobSpec
 
 
+def result_document(problem: Any, k: int, ev: Any, *, lower_bound: float | None, lower_bound_method: str | None,
+                    gap: float | None, bounds: list[dict[str, Any]], found_by: str | None, elapsed_s: float,
+                    stopped_because: str, **fields: Any) -> dict[str, Any]:
+    """The result document of every pipeline solve (a run's, ``--contiguous`` and ``--split-at
+    module``; schema in docs/formats.md). ``ev``: the plan's exact evaluation
+    (:func:`problems.pipeline.evaluate.evaluate`), None when nothing feasible was found; the
+    stages, their costs and the split spec all come from it. ``fields``: mode-specific entries."""
+    from gapstop.problems.pipeline.plan import split_spec, stage_plan
+
+    doc: dict[str, Any] = {
+        "problem": "pipeline", "graph": problem.name, "k": k, **fields,
+        "objective": None if ev is None else ev.objective,
+        "lower_bound": lower_bound, "lower_bound_method": lower_bound_method, "gap": gap,
+        "blocks": None if ev is None else ev.blocks.tolist(),
+        "order": None if ev is None else ev.order.tolist(),
+        "block_costs": None if ev is None else ev.block_costs.tolist(),
+        "found_by": found_by, "bounds": bounds,
+        "elapsed_s": round(elapsed_s, 3), "stopped_because": stopped_because,
+    }
+    if ev is not None:  # per-stage ops, modules and cost terms
+        doc["stages"] = stage_plan(problem, ev)
+        doc.update(split_spec(problem, ev))
+    return doc
+
+
 def _pipeline_constraints(params: dict[str, Any]) -> Any:
     """The MCM constraints of ``params["constraints"]`` (absent: none), chips = k."""
     from gapstop.problems.pipeline.constraints import Constraints

@@ -277,19 +277,12 @@ def solve_contiguous(problem: PipelineProblem, k: int, *, time_limit_s: float = 
     found = _unrestricted_bounds(problem, k, ev, t0, time_limit_s, bounds, 0.0, seed, num_workers)
     best = _best(found)
     lb = None if best is None else best.value
-    return {
-        "problem": "pipeline", "graph": problem.name, "k": k, "mode": "contiguous",
-        "objective": ev.objective, "contiguous_optimal": True,
-        "lower_bound": lb, "lower_bound_method": None if best is None else best.method,
-        "gap": relative_gap(ev.objective, lb),
-        "blocks": ev.blocks.tolist(), "order": ev.order.tolist(), "block_costs": ev.block_costs.tolist(),
-        "found_by": "contiguous-slicegraph",
-        "bounds": _bound_list(found),
-        "stages": stage_plan(problem, ev),
-        **split_spec(problem, ev),
-        "elapsed_s": round(time.monotonic() - t0, 3),
-        "stopped_because": "contiguous-optimal",
-    }
+    from gapstop.problems.pipeline.definition import result_document
+
+    return result_document(problem, k, ev, lower_bound=lb, lower_bound_method=None if best is None else best.method,
+                           gap=relative_gap(ev.objective, lb), bounds=_bound_list(found),
+                           found_by="contiguous-slicegraph", elapsed_s=time.monotonic() - t0,
+                           stopped_because="contiguous-optimal", mode="contiguous", contiguous_optimal=True)
 
 
 def _best(found: Sequence[Bound]) -> Bound | None:
@@ -371,19 +364,12 @@ def solve_module_split(problem: PipelineProblem, k: int, *, time_limit_s: float 
         why = "bounds-exhausted"
     else:
         why = "time-limit" if bounds else "no-bounds"
-    spec = split_spec(problem, ev)
-    assert spec["split_spec"] is not None, spec  # every stage begins at a module cut
-    return {
-        "problem": "pipeline", "graph": problem.name, "k": k, "mode": "module",
-        "objective": ev.objective, "module_optimal": True,
-        "lower_bound": lb, "lower_bound_method": None if best is None else best.method,
-        "gap": gap,
-        "blocks": ev.blocks.tolist(), "order": ev.order.tolist(), "block_costs": ev.block_costs.tolist(),
-        "found_by": "module-cuts-dp",
-        "bounds": _bound_list(found),
-        "stages": stage_plan(problem, ev),
-        **spec, "split_points": list(spec["split_spec"]),
-        "module_cuts": len(module_cuts(problem)),
-        "elapsed_s": round(time.monotonic() - t0, 3),
-        "stopped_because": why,
-    }
+    from gapstop.problems.pipeline.definition import result_document
+
+    doc = result_document(problem, k, ev, lower_bound=lb, lower_bound_method=None if best is None else best.method,
+                          gap=gap, bounds=_bound_list(found), found_by="module-cuts-dp",
+                          elapsed_s=time.monotonic() - t0, stopped_because=why, mode="module", module_optimal=True,
+                          module_cuts=len(module_cuts(problem)))
+    assert doc["split_spec"] is not None, doc  # every stage begins at a module cut
+    doc["split_points"] = list(doc["split_spec"])
+    return doc

@@ -144,31 +144,18 @@ def make_search(problem: PipelineProblem, k: int, seed: int, index: int, *, popu
 def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_because: str,
                elapsed_s: float, constraints: Constraints | None = None) -> dict[str, Any]:
     """The ``result.json`` document (schema in docs/formats.md)."""
+    from gapstop.problems.pipeline.definition import result_document
+    from gapstop.problems.pipeline.evaluate import evaluate
+
     inc = coord.incumbent
     bounds = sorted(coord.bounds.values(), key=lambda b: -b.value if math.isfinite(b.value) else math.inf)
-    doc = {
-        "problem": "pipeline",
-        "graph": problem.name,
-        "k": k,
-        "objective": None if inc is None else inc.cost,
-        "lower_bound": coord.lb,
-        "lower_bound_method": None if coord.bound is None else coord.bound.method,
-        "gap": coord.gap,
-        "blocks": None if inc is None else inc.solution["blocks"],
-        "order": None if inc is None else inc.solution["order"],
-        "block_costs": None if inc is None else inc.solution["block_costs"],
-        "found_by": None if inc is None else inc.source,
-        "bounds": [b.to_dict() for b in bounds],
-        "elapsed_s": round(elapsed_s, 3),
-        "stopped_because": stopped_because,
-    }
-    if inc is not None:  # per-stage ops, modules and cost terms, re-scored by the exact evaluator
-        from gapstop.problems.pipeline.evaluate import evaluate
-        from gapstop.problems.pipeline.plan import split_spec, stage_plan
-
-        ev = evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
-        doc["stages"] = stage_plan(problem, ev)
-        doc.update(split_spec(problem, ev))
+    # the incumbent re-scored by the exact evaluator (under the run's constraints it is what the
+    # coordinator accepted; the stages' terms need the evaluation itself)
+    ev = None if inc is None else evaluate(problem, inc.solution["blocks"], inc.solution["order"], k=k)
+    doc = result_document(problem, k, ev, lower_bound=coord.lb,
+                          lower_bound_method=None if coord.bound is None else coord.bound.method, gap=coord.gap,
+                          bounds=[b.to_dict() for b in bounds], found_by=None if inc is None else inc.source,
+                          elapsed_s=elapsed_s, stopped_because=stopped_because)
     if constraints is not None and constraints.any:
         doc["constraints"] = constraints_doc(constraints, coord)
     return doc
