@@ -271,7 +271,8 @@ def plan_from_parts(problem: PipelineProblem, items: Items, parts: Sequence[int]
     return evaluate(problem, blocks.astype(np.int64), np.arange(problem.n), k=k)
 
 
-def stage_starts(problem: PipelineProblem, ev: Evaluation) -> list[int]:
+def stage_starts(ev: Evaluation) -> list[int]:
+    """The node where each stage after the first begins."""
     return [int(np.argmax(ev.blocks == s)) for s in range(1, int(ev.blocks.max()) + 1)]
 
 
@@ -288,7 +289,7 @@ def _baseline(problem: PipelineProblem, items: Items, rule: Callable[[], list[in
     except ValueError as e:
         return {"objective": None, "why": str(e)}
     ev = plan_from_parts(problem, items, parts, k)
-    starts = stage_starts(problem, ev)
+    starts = stage_starts(ev)
     return {"objective": ev.objective, "parts": parts, "stages": int(ev.blocks.max()) + 1,
             "block_costs": ev.block_costs.tolist(), "split_points": [cuts.get(i) for i in starts],
             "runnable": all(i in cuts for i in starts)}
@@ -344,7 +345,7 @@ HEADER = ("| model | size | k | titan (µs) | DS params (µs) | gapstop module (
 def table_line(r: dict[str, Any]) -> str:
     t, d, m, o, lb = (r["titan"]["objective"], r["ds"]["objective"], r["module"]["objective"], r["op"]["objective"],
                       r["lower_bound"])
-    gap = "n/a" if r["module"]["gap"] is None else f"{r['module']['gap']:.1%}"
+    gap = "n/a" if r["module"]["gap"] is None else f"{r['module']['gap']:.2%}"
     return (f"| {r['model']} | {r['size']} | {r['k']} | {_f(t)} | {_f(d)} | {_f(m)} | {gap} | {_f(o)} | {_f(lb)} "
             f"| {_ratio(t, m)} | {_ratio(d, m)} | {_ratio(m, o)} | {_ratio(m, lb)} |")
 

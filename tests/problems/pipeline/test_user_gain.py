@@ -85,7 +85,7 @@ def _least_spread(weights: list[int], k: int) -> int:
 
 
 def test_deepspeed_rule_gives_the_spreads_deepspeed_tests_for() -> None:
-    # DeepSpeed's own tests of partition_balanced (tests/unit/runtime/utils/test_partition_balanced.py):
+    # DeepSpeed's own unit test of partition_balanced (test_partition_balanced, its check_partition cases):
     # weights, parts, largest - smallest part
     for weights, k, spread in (([1, 2, 1], 4, 2), ([1, 1, 1, 1], 4, 0), ([1, 1, 1, 1, 1], 4, 1),
                                ([1, 1, 1, 1, 0, 1], 4, 1)):
