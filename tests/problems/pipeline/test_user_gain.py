@@ -94,6 +94,13 @@ def test_deepspeed_rule_gives_the_spreads_deepspeed_tests_for() -> None:
         assert _spread(weights, parts) == spread
 
 
+def test_deepspeed_rule_breaks_ties_as_deepspeed_does() -> None:
+    # equal spreads: DeepSpeed's DP keeps the last split point tried (its update is on >=), so a
+    # parameterless item (a dropout, a rotary embedding) joins the stage before it
+    assert ug.deepspeed_parts([2, 0, 2], 2) == [0, 2, 3]
+    assert ug.deepspeed_parts([3, 1, 0, 0, 1, 3], 2) == [0, 4, 6]
+
+
 def test_deepspeed_rule_finds_the_least_spread_on_model_shaped_weights() -> None:
     # embeddings, equal layers, a small norm, a head: the shape of every model of the benchmark.
     # (The rule is a heuristic for the least spread; on arbitrary weights it can miss it.)
