@@ -45,8 +45,8 @@ MAX_COST = 1e300
 #: Most pipeline stages accepted (``-k``); more than n is allowed (some stages stay empty).
 MAX_STAGES = 1024
 #: Most cells of the SliceGraph decoder's two tables, ``(k + 1) (n + 1)``: 16 bytes each, so
-#: 64 MiB per decoding thread; it also bounds the exact MIP's n k assignment booleans.
-MAX_DP_CELLS = 2**22
+#: 128 MiB per decoding thread; it also bounds the exact MIP's n k assignment booleans.
+MAX_DP_CELLS = 2**23
 
 
 def _number_list(path: Path, field: str, value: Any, *, integer: bool, n: int | None) -> list[Any]:
@@ -140,9 +140,9 @@ def check_stages(problem: PipelineProblem, k: int, field: str = "-k") -> None:
         most = MAX_DP_CELLS // (problem.n + 1) - 1
         if most < 1:
             raise InputError(f"{field}: the graph's {problem.n} nodes are too many for the decoder's tables "
-                             "((k + 1)(n + 1) <= 2^22)")
+                             "((k + 1)(n + 1) <= 2^23)")
         raise InputError(f"{field}: {k} stages on {problem.n} nodes exceed the decoder's table limit "
-                         f"(k + 1)(n + 1) <= 2^22; at most {most} stages on this graph")
+                         f"(k + 1)(n + 1) <= 2^23; at most {most} stages on this graph")
 
 
 def find_cycle(n: int, edges: np.ndarray) -> list[int] | None:
