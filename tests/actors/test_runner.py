@@ -17,6 +17,7 @@ from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
 
 from tests import ray_session  # noqa: E402
+from tests.timing import slack  # noqa: E402
 
 pytestmark = [pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> 
     # the moment the gap reached the target: the last event the certificate depends on
     ub_t = min(e["t_s"] for e in events if e["kind"] == "upper" and e["value"] == doc["objective"])
     lb_t = min(e["t_s"] for e in events if e["kind"] == "lower" and e["value"] == doc["lower_bound"])
-    assert doc["elapsed_s"] - max(ub_t, lb_t) <= 2.0
+    assert doc["elapsed_s"] - max(ub_t, lb_t) <= slack(2.0)  # against the 60 s limit
     _check_solution(graph, doc)
     assert (tmp_path / "rd" / "best_solution.json").exists() and (tmp_path / "rd" / "config.json").exists()
 

@@ -45,7 +45,7 @@ def test_fetches_on_change_and_rescores_what_it_holds(tmp_path: Path) -> None:
     problem = adapter.load(str(EXAMPLE))
     ranked = _feasible_by_cost(adapter, problem)
     assert len(ranked) >= 3 and ranked[-1][0] == 445  # the example's optimum
-    (worse_cost, worse), (better_cost, better), (best_cost, best) = ranked[0], ranked[-2], ranked[-1]
+    (_, worse), (better_cost, better), (best_cost, best) = ranked[0], ranked[-2], ranked[-1]
     session = Session(adapter, problem, {}, str(tmp_path / "rd"), {}, 0.0, 60.0)
     seen = Counting(session)
     kept = BestCopy(adapter, problem, {}, 0.0, 60.0)

@@ -10,6 +10,7 @@ from gapstop.problems import registry
 from gapstop.problems.intraop.evaluate import evaluate
 from gapstop.problems.intraop.generators import random_instance
 from tests.problems.intraop.reference import brute_force_table
+from tests.timing import slack
 
 
 class _Ctx:
@@ -47,7 +48,7 @@ def test_intraop_lagrangian_job_reports_its_bound_then_priced_solutions() -> Non
         ctx = _Ctx(1.0)
         t0 = time.monotonic()
         adapter.run_bound_job(p, {}, {"kind": "lagrangian", "share": 1.0}, ctx, seed, num_workers=1)
-        assert time.monotonic() - t0 < 2.0  # the job keeps to its deadline
+        assert time.monotonic() - t0 < slack(2.0)  # the job keeps to its deadline of 1 s
         bounds = [i for i, e in enumerate(ctx.events) if e[0] == "bound"]
         found = [(i, e[1]) for i, e in enumerate(ctx.events) if e[0] == "solution" and e[2] == "lagrangian-heuristic"]
         assert bounds
