@@ -7,6 +7,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gapstop.engine.best_copy import COORDINATOR_LOST, BestCopy
 from gapstop.engine.records import Incumbent
 from gapstop.engine.session import Session
@@ -71,3 +73,11 @@ def test_fetches_on_change_and_rescores_what_it_holds(tmp_path: Path) -> None:
     session.report_solution(best, "search-0")
     assert kept.document(COORDINATOR_LOST, tmp_path / "rd")["cost"] == best_cost == 445
     assert kept.document(COORDINATOR_LOST, tmp_path / "missing")["cost"] == better_cost
+
+
+def test_the_command_of_a_run_whose_coordinator_was_lost_exits_with_3() -> None:
+    from gapstop.launch import _exit_for
+
+    with pytest.raises(SystemExit) as e:
+        _exit_for({"stopped_because": COORDINATOR_LOST, "objective": 1.0})
+    assert e.value.code == 3
