@@ -72,8 +72,17 @@ CASES = _tiny_cases(220)
 
 
 def test_evaluator_agrees_with_independent_checker_on_every_labelling() -> None:
+    _check_every_labelling(CASES[::4])  # every verdict occurs in the first 7 cases
+
+
+@pytest.mark.slow
+def test_evaluator_agrees_with_independent_checker_on_every_labelling_sweep() -> None:
+    _check_every_labelling(CASES)
+
+
+def _check_every_labelling(cases: list[tuple[PipelineProblem, Constraints]]) -> None:
     seen: dict[str | None, int] = {}
-    for p, cons in CASES:
+    for p, cons in cases:
         for labels in all_labellings(p.n, cons.chips):
             want = first_violation(p, labels, cons.chips, ring=cons.ring, triangle=cons.no_triangle,
                                    memory=cons.memory_hard,
