@@ -12,9 +12,10 @@ bound merged by a :class:`engine.coordinator.Coordinator`.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gapstop.engine.coordinator import Coordinator
 from gapstop.engine.errors import InputError
@@ -24,6 +25,9 @@ from gapstop.engine.stopping import Clock, standard
 
 #: the stop reason of a run whose coordinator was lost (``stopped_because``)
 COORDINATOR_LOST = "coordinator-lost"
+#: least seconds between two fetches of the bounds for a better bound alone: live bounds come in
+#: bursts (the spectral bound's, CP-SAT's), and each fetch carries every method's record
+BOUNDS_EVERY_S = 1.0
 
 
 class BestCopy:
@@ -36,31 +40,35 @@ class BestCopy:
     """
 
     def __init__(self, adapter: Any, problem: Any, params: dict[str, Any], target_gap: float,
-                 time_limit_s: float) -> None:
+                 time_limit_s: float, now: Callable[[], float] = time.monotonic) -> None:
         self.adapter, self.problem, self.params = adapter, problem, params
         self.target_gap, self.time_limit_s = target_gap, time_limit_s
+        self.now = now
         self.incumbent: Incumbent | None = None
         self.bounds: dict[str, Bound] = {}
         self.lb: float | None = None
         self.poll: dict[str, Any] = {}
-        self.t_poll = time.monotonic()
+        self.t_poll = now()
+        self.t_bounds = -math.inf
 
     def update(self, session: Any, st: dict[str, Any]) -> None:
-        """Take the session's poll ``st``; fetch the incumbent or the bounds from ``session``
-        when the poll's cost or bound differs from the copy's (an answer may be newer than
-        the poll: it is kept, and the next poll then agrees with it)."""
+        """Take the session's poll ``st``; fetch the incumbent from ``session`` when the poll's
+        cost differs from the copy's, the bounds when its bound does (at most once per
+        :data:`BOUNDS_EVERY_S`). An answer may be newer than the poll: it is kept, and the next
+        poll then agrees with it."""
+        now = self.now()
         if st["ub"] is not None and (self.incumbent is None or st["ub"] != self.incumbent.cost):
             inc = session.incumbent_record()
             if inc is not None:
                 self.incumbent = inc
-        if st["lb"] is not None and st["lb"] != self.lb:
+        if st["lb"] is not None and st["lb"] != self.lb and now - self.t_bounds >= BOUNDS_EVERY_S:
             self.bounds = session.bounds()
-            self.lb = st["lb"]
-        self.poll, self.t_poll = st, time.monotonic()
+            self.lb, self.t_bounds = st["lb"], now
+        self.poll, self.t_poll = st, now
 
     def elapsed(self) -> float:
         """The run's seconds so far: the last poll's, plus the driver's time since."""
-        return float(self.poll.get("elapsed", 0.0)) + time.monotonic() - self.t_poll
+        return float(self.poll.get("elapsed", 0.0)) + self.now() - self.t_poll
 
     def document(self, reason: str, run_dir: str | Path | None = None) -> dict[str, Any]:
         """The result document from the copy, stopped for ``reason``. ``run_dir``: also offer

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gapstop.engine.best_copy import COORDINATOR_LOST, BestCopy
-from gapstop.engine.records import Incumbent
+from gapstop.engine.best_copy import BOUNDS_EVERY_S, COORDINATOR_LOST, BestCopy
+from gapstop.engine.records import Bound, Incumbent
 from gapstop.engine.session import Session
 from gapstop.problems import registry
 
@@ -50,7 +50,8 @@ def test_fetches_on_change_and_rescores_what_it_holds(tmp_path: Path) -> None:
     (_, worse), (better_cost, better), (best_cost, best) = ranked[0], ranked[-2], ranked[-1]
     session = Session(adapter, problem, {}, str(tmp_path / "rd"), {}, 0.0, 60.0)
     seen = Counting(session)
-    kept = BestCopy(adapter, problem, {}, 0.0, 60.0)
+    clock = [100.0]
+    kept = BestCopy(adapter, problem, {}, 0.0, 60.0, now=lambda: clock[0])
 
     session.report_solution(worse, "search-0")
     kept.update(seen, session.poll())
@@ -64,6 +65,16 @@ def test_fetches_on_change_and_rescores_what_it_holds(tmp_path: Path) -> None:
     doc = kept.document(COORDINATOR_LOST)
     assert (doc["cost"], doc["solution"], doc["found_by"]) == (better_cost, better, "search-1")
     assert doc["lower_bound"] == session.poll()["lb"] and doc["stopped_because"] == COORDINATOR_LOST
+
+    # a better bound alone is fetched at most once per BOUNDS_EVERY_S (one still valid: below 445)
+    assert doc["lower_bound"] + 1 <= best_cost
+    session.report_bound(Bound("quick", doc["lower_bound"] + 1, "bound-only", 0.0, "test"), "bound-0")
+    clock[0] += BOUNDS_EVERY_S / 2
+    kept.update(seen, session.poll())
+    assert seen.calls["bounds"] == 1
+    clock[0] += BOUNDS_EVERY_S / 2
+    kept.update(seen, session.poll())
+    assert seen.calls["bounds"] == 2 and kept.document(COORDINATOR_LOST)["lower_bound"] == doc["lower_bound"] + 1
 
     # a copy is re-scored, never trusted: a wrong cost in it does not reach the document
     kept.incumbent = Incumbent(cost=1, solution=better, source="search-1")
