@@ -39,7 +39,9 @@ def _check_solution(path: Path, doc: dict) -> None:
 
 @pytest.mark.usefixtures("shared_ray")
 def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> None:
-    doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=60, target_gap=0.02, seed=0,
+    # the limit only caps a run that never meets the target (on a loaded machine with cold kernels
+    # the workers compile for tens of seconds first)
+    doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=180, target_gap=0.02, seed=0,
               run_dir=str(tmp_path / "rd"), workers=2)
     assert doc["stopped_because"] in ("target-gap", "optimal")
     assert doc["gap"] <= 0.02
@@ -47,7 +49,7 @@ def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> 
     # the moment the gap reached the target: the last event the certificate depends on
     ub_t = min(e["t_s"] for e in events if e["kind"] == "upper" and e["value"] == doc["objective"])
     lb_t = min(e["t_s"] for e in events if e["kind"] == "lower" and e["value"] == doc["lower_bound"])
-    assert doc["elapsed_s"] - max(ub_t, lb_t) <= slack(2.0)  # against the 60 s limit
+    assert doc["elapsed_s"] - max(ub_t, lb_t) <= slack(2.0)
     _check_solution(graph, doc)
     assert (tmp_path / "rd" / "best_solution.json").exists() and (tmp_path / "rd" / "config.json").exists()
 
