@@ -28,7 +28,7 @@ from gapstop.engine.interrupts import Terminated, reason_of, signals_held, sigte
 from gapstop.engine.plan import BoundPlan, default_head_start, slot_plan
 from gapstop.engine.rundir import holds_run, run_config
 from gapstop.engine.solve_loop import OutFile, drive
-from gapstop.engine.protocol import Island, JobSpec
+from gapstop.engine.protocol import Island, JobSpec, RunStatus
 
 
 def _on_this_node() -> Any:
@@ -206,7 +206,7 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
     shown: set[str] = set()
     kept = BestCopy(adapter, problem, params, target_gap, time_limit_s)  # what a lost coordinator leaves
 
-    def tick(st: dict[str, Any]) -> None:
+    def tick(st: RunStatus) -> None:
         _print_new(list(st.write_failures), shown)
         kept.update(session, st)
         out.update(st)

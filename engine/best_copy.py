@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from gapstop.engine.coordinator import Coordinator
 from gapstop.engine.errors import InputError
+from gapstop.engine.protocol import RunStatus
 from gapstop.engine.records import Bound, Incumbent
 from gapstop.engine.rundir import offer_checkpoint
 from gapstop.engine.stopping import Clock, standard
@@ -47,28 +48,28 @@ class BestCopy:
         self.incumbent: Incumbent | None = None
         self.bounds: dict[str, Bound] = {}
         self.lb: float | None = None
-        self.poll: dict[str, Any] = {}
+        self.poll: RunStatus | None = None
         self.t_poll = now()
         self.t_bounds = -math.inf
 
-    def update(self, session: Any, st: dict[str, Any]) -> None:
+    def update(self, session: Any, st: RunStatus) -> None:
         """Take the session's poll ``st``; fetch the incumbent from ``session`` when the poll's
         cost differs from the copy's, the bounds when its bound does (at most once per
         :data:`BOUNDS_EVERY_S`). An answer may be newer than the poll: it is kept, and the next
         poll then agrees with it."""
         now = self.now()
-        if st["ub"] is not None and (self.incumbent is None or st["ub"] != self.incumbent.cost):
+        if st.ub is not None and (self.incumbent is None or st.ub != self.incumbent.cost):
             inc = session.incumbent_record()
             if inc is not None:
                 self.incumbent = inc
-        if st["lb"] is not None and st["lb"] != self.lb and now - self.t_bounds >= BOUNDS_EVERY_S:
+        if st.lb is not None and st.lb != self.lb and now - self.t_bounds >= BOUNDS_EVERY_S:
             self.bounds = session.bounds()
-            self.lb, self.t_bounds = st["lb"], now
+            self.lb, self.t_bounds = st.lb, now
         self.poll, self.t_poll = st, now
 
     def elapsed(self) -> float:
         """The run's seconds so far: the last poll's, plus the driver's time since."""
-        return float(self.poll.get("elapsed", 0.0)) + self.now() - self.t_poll
+        return (0.0 if self.poll is None else self.poll.elapsed) + self.now() - self.t_poll
 
     def document(self, reason: str, run_dir: str | Path | None = None) -> dict[str, Any]:
         """The result document from the copy, stopped for ``reason``. ``run_dir``: also offer
@@ -86,9 +87,9 @@ class BestCopy:
             except InputError:  # none written, or not on this machine: the copy is the answer
                 pass
         coord.force_stop(reason)
-        doc = self.adapter.result_doc(self.problem, self.params, coord, reason, coord.clock.elapsed())
-        doc["evaluations"] = int(self.poll.get("evals", 0))
-        doc["workers"] = {"nodes": dict(self.poll.get("nodes", {}))}
+        doc: dict[str, Any] = self.adapter.result_doc(self.problem, self.params, coord, reason, coord.clock.elapsed())
+        doc["evaluations"] = 0 if self.poll is None else self.poll.evals
+        doc["workers"] = {"nodes": {} if self.poll is None else dict(self.poll.nodes)}
         if run_dir is not None:
             doc["run_dir"] = str(run_dir)
         return doc

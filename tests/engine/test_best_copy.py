@@ -87,8 +87,8 @@ def test_fetches_on_change_and_rescores_what_it_holds(tmp_path: Path) -> None:
 
 
 def test_the_command_of_a_run_whose_coordinator_was_lost_exits_with_3() -> None:
-    from gapstop.launch import _exit_for
+    from gapstop.engine.cli import exit_for
 
     with pytest.raises(SystemExit) as e:
-        _exit_for({"stopped_because": COORDINATOR_LOST, "objective": 1.0})
+        exit_for({"stopped_because": COORDINATOR_LOST, "objective": 1.0})
     assert e.value.code == 3
