@@ -33,3 +33,21 @@ def slack(seconds: float) -> float:
 def cpu_s() -> float:
     """CPU seconds of this process so far (all its threads)."""
     return time.process_time()
+
+
+def watch_compiling() -> None:
+    """Start noting when this process compiles numba kernels (numba must be loaded), for
+    :func:`wall_s_without_compiling`."""
+    from gapstop.engine.deadline import jit_clock
+
+    assert jit_clock().attach(), "numba is not loaded yet"
+
+
+def wall_s_without_compiling(t0: float) -> float:
+    """Wall seconds since ``t0`` (``time.monotonic()``) less those spent compiling numba kernels:
+    with a cold cache (a fresh CI machine) a first call compiles for seconds, and no deadline can
+    cut a compile short. Needs :func:`watch_compiling` before ``t0``."""
+    from gapstop.engine.deadline import jit_clock
+
+    t1 = time.monotonic()
+    return t1 - t0 - jit_clock().within(t0, t1)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gapstop.engine import cancel
+from gapstop.engine.protocol import RunStatus
 from gapstop.engine.records import Bound
 from tests.timing import cpu_s, slack
 
@@ -146,8 +147,8 @@ def test_run_island_sees_quit_inside_its_step() -> None:
     class Session:
         def report_solution(self, *a: Any) -> None: ...
         def report_evals(self, *a: Any) -> None: ...
-        def poll(self) -> dict[str, Any]:
-            return {"stop": None, "hold": False, "time_left": math.inf}
+        def poll(self) -> RunStatus:
+            return RunStatus(stop=None, ub=None, lb=None, gap=None, evals=0, elapsed=0.0, time_left=math.inf)
 
     class Search:
         def step(self, budget_s: float, on_improvement: Any, should_stop: Any) -> int:
