@@ -18,8 +18,10 @@ import math
 import signal
 import sys
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
+from gapstop.engine.best_copy import COORDINATOR_LOST, BestCopy
 from gapstop.engine.deadline import run_end
 from gapstop.engine.errors import InputError
 from gapstop.engine.interrupts import Terminated, reason_of, signals_held, sigterm_raises
@@ -200,23 +202,42 @@ def _run(problem_name: str, problem_path: str, params: dict[str, Any], *, time_l
         elapsed = session.poll().elapsed
         t_end = min(time.monotonic() + time_limit_s - elapsed, run_end())  # a process deadline counts Ray's start-up
     shown: set[str] = set()
+    kept = BestCopy(adapter, problem, params, target_gap, time_limit_s)  # what a lost coordinator leaves
 
     def tick(st: RunStatus) -> None:
         _print_new(list(st.write_failures), shown)
+        kept.update(session, st)
         out.update(st)
         if progress is not None:
             progress(st)
 
-    if interrupted:
-        reason = reason_of(interrupted[0])
-    else:
-        with sigterm_raises():  # ray.init's own handler would end the driver at once (sys.exit)
-            reason = drive(session, backend, rp.plan, rp.n_search, rp.n_bound, t_end=t_end, head_s=rp.head_s,
-                           extend=rp.extend, poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
-    with signals_held():  # the result is being written: a second signal must not lose it
-        doc = ray.get(coord.finalize.remote(reason))
-        _print_new(list(ray.get(coord.poll.remote()).write_failures), shown)
-        doc["workers"]["coordinator_node"] = ray.get(coord.node.remote())
+    try:
+        if interrupted:
+            reason = reason_of(interrupted[0])
+        else:
+            with sigterm_raises():  # ray.init's own handler would end the driver at once (sys.exit)
+                reason = drive(session, backend, rp.plan, rp.n_search, rp.n_bound, t_end=t_end, head_s=rp.head_s,
+                               extend=rp.extend, poll_s=poll_s, on_tick=tick, max_restarts=max_restarts)
+        with signals_held():  # the result is being written: a second signal must not lose it
+            doc = ray.get(coord.finalize.remote(reason))
+            _print_new(list(ray.get(coord.poll.remote()).write_failures), shown)
+            doc["workers"]["coordinator_node"] = ray.get(coord.node.remote())
+    except ray.exceptions.RayActorError as e:  # only the session's calls reach the coordinator actor
+        with signals_held():
+            doc = _coordinator_lost(kept, run_dir, e, out)
+    with signals_held():
         backend.stop()
         ray.kill(coord, no_restart=True)
+    return doc
+
+
+def _coordinator_lost(kept: BestCopy, run_dir: str, error: Exception, out: OutFile) -> dict[str, Any]:
+    """End a run whose coordinator actor died: the result document from the driver's copy,
+    written to the run directory's ``result.json``, and one error line."""
+    why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    doc = kept.document(COORDINATOR_LOST, run_dir)
+    doc["error"] = f"the coordinator actor was lost: {why}"
+    out.failures.write_json(Path(run_dir) / "result.json", doc)
+    print(f"error: {doc['error']}; {Path(run_dir) / 'result.json'} holds the best solution found before, "
+          "re-scored", file=sys.stderr, flush=True)
     return doc

@@ -21,8 +21,9 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread as Ctrl-C raises :class:`KeyboardInterrupt`."""
 
 
-#: stop reason -> the process's exit status (the shell's convention: 128 + signal number)
-EXIT_CODES = {"interrupted": 128 + signal.SIGINT, "terminated": 128 + signal.SIGTERM}
+#: stop reason -> the process's exit status (the shell's convention: 128 + signal number); also
+#: 3 for a Ray run whose coordinator actor died (the result is the driver's copy, :mod:`engine.best_copy`)
+EXIT_CODES = {"interrupted": 128 + signal.SIGINT, "terminated": 128 + signal.SIGTERM, "coordinator-lost": 3}
 
 
 #: the last signal :func:`_raise` turned into an exception. Some libraries catch a

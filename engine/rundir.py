@@ -180,18 +180,27 @@ class RunDir:
             raise InputError(f"{p}: unreadable checkpoint ({e})") from None
 
     def restore_into(self, coord: Coordinator, prefix: str = "resumed:") -> None:
-        """Re-offer the checkpointed incumbent (re-scored by the evaluator; its source
-        gets ``prefix``) and bounds."""
-        old = self.load_checkpoint(self.path)
-        inc = old.get("incumbent")
-        if inc is not None:
-            coord.offer_solution(inc["solution"], f"{prefix}{inc.get('source', '')}")
-        for rec in [*old.get("bounds", []), *[m for ms in old.get("group_members", {}).values() for m in ms]]:
-            if rec.get("value") is None:
-                continue
-            # JSON integers come back as exact ints (intra-op bounds exceed 2^53)
-            coord.offer_bound(Bound(rec["method"], exact_value(rec["value"]), rec["status"], rec["wall_s"],
-                                    rec.get("solver", ""), rec.get("detail") or {}), prefix.rstrip(":") or "restored")
+        """Re-offer the checkpointed incumbent and bounds (see :func:`offer_checkpoint`)."""
+        offer_checkpoint(self.path, coord, prefix)
+
+
+def offer_checkpoint(path: str | Path, coord: Coordinator, prefix: str = "resumed:") -> None:
+    """Offer the incumbent (re-scored by the evaluator; its source gets ``prefix``) and the
+    bounds of the checkpoint in run directory ``path`` to ``coord``.
+
+    Raises:
+        InputError: no checkpoint there, or an unreadable one.
+    """
+    old = RunDir.load_checkpoint(path)
+    inc = old.get("incumbent")
+    if inc is not None:
+        coord.offer_solution(inc["solution"], f"{prefix}{inc.get('source', '')}")
+    for rec in [*old.get("bounds", []), *[m for ms in old.get("group_members", {}).values() for m in ms]]:
+        if rec.get("value") is None:
+            continue
+        # JSON integers come back as exact ints (intra-op bounds exceed 2^53)
+        coord.offer_bound(Bound(rec["method"], exact_value(rec["value"]), rec["status"], rec["wall_s"],
+                                rec.get("solver", ""), rec.get("detail") or {}), prefix.rstrip(":") or "restored")
 
 
 def holds_run(run_dir: str | Path) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gapstop.engine.coordinator import Coordinator, Event
-from gapstop.engine.records import Bound
+from gapstop.engine.records import Bound, Incumbent
 from gapstop.engine.protocol import RunStatus
 from gapstop.engine.rundir import RunDir
 from gapstop.engine.stopping import Clock, standard
@@ -201,6 +201,11 @@ class Session:
         with self.lock:
             inc = self.coord.incumbent
             return (None, None) if inc is None else (inc.cost, inc.solution)
+
+    def incumbent_record(self) -> Incumbent | None:
+        """The incumbent with its source and time (what a copy of the run's answer needs)."""
+        with self.lock:
+            return self.coord.incumbent
 
     def member_bounds(self, group: str) -> dict[int, float]:
         with self.lock:

@@ -17,6 +17,7 @@ from gapstop.problems.pipeline.generators import regal_like  # noqa: E402
 from gapstop.problems.pipeline.io import load_graph, save_graph  # noqa: E402
 
 from tests import ray_session  # noqa: E402
+from tests.timing import slack  # noqa: E402
 
 pytestmark = [pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,9 @@ def _check_solution(path: Path, doc: dict) -> None:
 
 @pytest.mark.usefixtures("shared_ray")
 def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> None:
-    doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=60, target_gap=0.02, seed=0,
+    # the limit only caps a run that never meets the target (on a loaded machine with cold kernels
+    # the workers compile for tens of seconds first)
+    doc = run("pipeline", str(graph), {"k": 4}, time_limit_s=180, target_gap=0.02, seed=0,
               run_dir=str(tmp_path / "rd"), workers=2)
     assert doc["stopped_because"] in ("target-gap", "optimal")
     assert doc["gap"] <= 0.02
@@ -46,7 +49,7 @@ def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> 
     # the moment the gap reached the target: the last event the certificate depends on
     ub_t = min(e["t_s"] for e in events if e["kind"] == "upper" and e["value"] == doc["objective"])
     lb_t = min(e["t_s"] for e in events if e["kind"] == "lower" and e["value"] == doc["lower_bound"])
-    assert doc["elapsed_s"] - max(ub_t, lb_t) <= 2.0
+    assert doc["elapsed_s"] - max(ub_t, lb_t) <= slack(2.0)
     _check_solution(graph, doc)
     assert (tmp_path / "rd" / "best_solution.json").exists() and (tmp_path / "rd" / "config.json").exists()
 
@@ -163,22 +166,14 @@ def test_resume_keeps_best_and_bounds(graph: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("shared_ray")
-def test_intraop_runs_on_the_same_coordinator_and_proves_optimality(tmp_path: Path) -> None:
-    # generous limit: on a fresh machine every worker first compiles the numba kernels
-    doc = run("intraop", str(EXAMPLE), {}, time_limit_s=240, target_gap=0.0, seed=0,
-              run_dir=str(tmp_path / "rd"), workers=2)
-    assert doc["cost"] == 445 and doc["solution"] == [0, 0, 2, 1, 0]
-    assert doc["lower_bound"] == 445 and doc["stopped_because"] == "optimal", doc
-
-
-@pytest.mark.usefixtures("shared_ray")
 @pytest.mark.parametrize("name", ["pipeline", "intraop"])
 def test_ray_and_in_process_runs_run_the_same_islands_and_bound_jobs(name: str, graph: Path, tmp_path: Path) -> None:
     from gapstop.engine.local_runner import run_local
     from gapstop.problems import registry
 
-    # pipeline: both runs end at the limit; intraop: both prove the example optimal before it
-    path, params, limit = {"pipeline": (graph, {"k": 4}, 4.0), "intraop": (EXAMPLE, {}, 60.0)}[name]
+    # pipeline: both runs end at the limit; intraop: both prove the example optimal before it (a
+    # generous limit: on a fresh machine every worker first compiles the numba kernels)
+    path, params, limit = {"pipeline": (graph, {"k": 4}, 4.0), "intraop": (EXAMPLE, {}, 240.0)}[name]
     adapter = registry.get(name)
     on_ray = run(name, str(path), params, time_limit_s=limit, target_gap=0.0, seed=0,
                  run_dir=str(tmp_path / f"{name}-ray"), workers=2)
@@ -187,6 +182,9 @@ def test_ray_and_in_process_runs_run_the_same_islands_and_bound_jobs(name: str, 
     assert on_ray["jobs"] == local["jobs"], name
     assert on_ray["jobs"]["searches"] == ["search-0"] and on_ray["jobs"]["bounds"][0] == "exact"
     assert on_ray["stopped_because"] == local["stopped_because"]
+    if name == "intraop":  # the intra-op problem on the same coordinator: the example's optimum, proven
+        assert on_ray["cost"] == 445 and on_ray["solution"] == [0, 0, 2, 1, 0]
+        assert on_ray["lower_bound"] == 445 and on_ray["stopped_because"] == "optimal", on_ray
 
 
 @pytest.mark.usefixtures("shared_ray")

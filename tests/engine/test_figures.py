@@ -3,7 +3,6 @@ with thousands of events is drawn in well under 5 s."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ pytest.importorskip("matplotlib")
 from gapstop.engine import figures  # noqa: E402
 from gapstop.problems.intraop.plots import CostlyOps, MemoryProfile  # noqa: E402
 from gapstop.problems.pipeline.plots import ChipGraph, StageBars  # noqa: E402
+from tests.timing import cpu_s  # noqa: E402
 
 
 def _bars(p: int = 5) -> StageBars:
@@ -74,7 +74,7 @@ def test_bad_suffix_and_missing_matplotlib_are_input_errors(tmp_path: Path, monk
 def test_thousands_of_events_draw_in_well_under_5_s(tmp_path: Path, suffix: str) -> None:
     # a 10-minute run whose islands reported 5,000 improvements; the issue's limit is 5 s
     ev = synthetic_events(5000, duration_s=600.0)
-    t0 = time.perf_counter()
+    t0 = cpu_s()  # drawing runs in this process: CPU seconds, which other processes' load does not stretch
     conv = convergence(ev, synthetic_result(ev), {"target_gap": 0.0})
     figures.write(tmp_path / f"run{suffix}", [figures.convergence_panel(conv), figures.stages_panel(_bars(64))])
-    assert time.perf_counter() - t0 < 5.0
+    assert cpu_s() - t0 < 5.0

@@ -10,6 +10,7 @@ from gapstop.problems import registry
 from gapstop.problems.intraop.evaluate import evaluate
 from gapstop.problems.intraop.generators import random_instance
 from tests.problems.intraop.reference import brute_force_table
+from tests.timing import slack, wall_s_without_compiling, watch_compiling
 
 
 class _Ctx:
@@ -40,6 +41,7 @@ def test_intraop_lagrangian_job_reports_its_bound_then_priced_solutions() -> Non
     # on a new machine the first job compiles the kernels: not part of the timing below
     adapter.run_bound_job(random_instance(8, 0, max_k=3, limit_quantile=0.2), {}, {"kind": "lagrangian"},
                           _Ctx(0.3), 0, num_workers=1)
+    watch_compiling()
     priced = 0
     for seed in range(12):
         p = random_instance(8, seed, max_k=3, limit_quantile=0.2)
@@ -47,7 +49,7 @@ def test_intraop_lagrangian_job_reports_its_bound_then_priced_solutions() -> Non
         ctx = _Ctx(1.0)
         t0 = time.monotonic()
         adapter.run_bound_job(p, {}, {"kind": "lagrangian", "share": 1.0}, ctx, seed, num_workers=1)
-        assert time.monotonic() - t0 < 2.0  # the job keeps to its deadline
+        assert wall_s_without_compiling(t0) < slack(2.0)  # the job keeps to its deadline of 1 s
         bounds = [i for i, e in enumerate(ctx.events) if e[0] == "bound"]
         found = [(i, e[1]) for i, e in enumerate(ctx.events) if e[0] == "solution" and e[2] == "lagrangian-heuristic"]
         assert bounds

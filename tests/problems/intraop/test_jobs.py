@@ -14,6 +14,7 @@ from gapstop.problems.intraop.evaluate import evaluate
 from gapstop.problems.intraop.generators import random_instance
 from gapstop.problems.intraop.relaxed import prepare
 from tests.problems.intraop.reference import all_solutions, brute_force_table
+from tests.timing import slack, wall_s_without_compiling, watch_compiling
 
 
 class _Coordinator:
@@ -73,6 +74,7 @@ def test_neighbourhood_moves_take_a_poor_incumbent_to_the_brute_force_optimum() 
     if _worst_feasible(warm) is not None:
         jobs.neighbourhood_moves(prepare(warm), _Coordinator(warm, 5.0, _worst_feasible(warm)),
                                  time.perf_counter() + 0.1, 0)
+    watch_compiling()
     for seed in range(8):
         p = random_instance(8, seed, max_k=3, limit_quantile=0.3)
         opt, _ = brute_force_table(p)
@@ -82,7 +84,7 @@ def test_neighbourhood_moves_take_a_poor_incumbent_to_the_brute_force_optimum() 
         ctx = _Coordinator(p, 5.0, start)
         t0 = time.monotonic()
         jobs.neighbourhood_moves(prepare(p), ctx, time.perf_counter() + 1.0, seed)
-        assert time.monotonic() - t0 < 2.0
+        assert wall_s_without_compiling(t0) < slack(2.0)  # keeps to its deadline of 1 s
         costs = [c for c, _ in ctx.reported]
         assert costs and costs == sorted(costs, reverse=True) and len(set(costs)) == len(costs)
         assert costs[0] < evaluate(p, start).cost and costs[-1] == opt  # the whole graph fits one move

@@ -98,8 +98,8 @@ def test_grow_against_a_naive_greedy() -> None:
     assert grown_nodes >= 200, grown_nodes   # not vacuous
 
 
-# the default run checks the kernels below on the first half of their sweeps' graphs (both
-# generators, every size and bandwidth); the whole sweeps are marked slow
+# the default run checks the kernels below on the first third to half of their sweeps' graphs
+# (both generators, every size and bandwidth); the whole sweeps are marked slow
 def _check_best_intervals(graphs: int) -> None:
     from gapstop.problems.pipeline import _cover_kernels as kern
     from gapstop.problems.pipeline._kernels import kahn_order
@@ -176,8 +176,8 @@ def _check_local_search(graphs: int) -> int:
 
 
 def test_local_search_ends_admissible_no_worse_and_at_a_local_optimum() -> None:
-    improved = _check_local_search(20)
-    assert improved >= 100, improved   # not vacuous (measured: 356 of these graphs' sets, 707 of all 40)
+    improved = _check_local_search(10)
+    assert improved >= 100, improved   # not vacuous (measured: 181 of these graphs' sets, 707 of all 40)
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from gapstop.problems.pipeline.evaluate import evaluate
 from gapstop.problems.pipeline.generators import random_dag
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline.mcm_reference import all_labellings, first_violation
+from tests.timing import slack
 
 CHECK = "tests.problems.pipeline.test_constraints:"
 
@@ -71,8 +72,17 @@ CASES = _tiny_cases(220)
 
 
 def test_evaluator_agrees_with_independent_checker_on_every_labelling() -> None:
+    _check_every_labelling(CASES[::4])  # every verdict occurs in the first 7 cases
+
+
+@pytest.mark.slow
+def test_evaluator_agrees_with_independent_checker_on_every_labelling_sweep() -> None:
+    _check_every_labelling(CASES)
+
+
+def _check_every_labelling(cases: list[tuple[PipelineProblem, Constraints]]) -> None:
     seen: dict[str | None, int] = {}
-    for p, cons in CASES:
+    for p, cons in cases:
         for labels in all_labellings(p.n, cons.chips):
             want = first_violation(p, labels, cons.chips, ring=cons.ring, triangle=cons.no_triangle,
                                    memory=cons.memory_hard,
@@ -372,7 +382,8 @@ def test_brkga_fix_island_step_ends_inside_a_slow_generation() -> None:
     t = time.monotonic()
     made = isl.step(1.0)
     wall = time.monotonic() - t
-    assert 1 <= made < 100 and wall < 1.0 + 2 * isl.solver.fallback_s + 1.0, (made, wall)
+    # a whole generation: 100 solves of tenths of a second each
+    assert 1 <= made < 100 and wall < slack(1.0 + 2 * isl.solver.fallback_s + 1.0), (made, wall)
     assert isl.solver.counts.get("valid", 0) == made  # only evaluated candidates were counted
     made2 = isl.step(1.0)  # the next step goes on (the generation was told, unevaluated ones last)
     assert made2 >= 1 and isl.best_cost == evaluate(p, isl.best_chips, constraints=cons).objective

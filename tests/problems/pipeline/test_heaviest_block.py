@@ -18,6 +18,7 @@ from gapstop.problems.pipeline.generators import random_dag, regal_like
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline import reference
 from tests.problems.pipeline.busy import busy_cores, record_statuses
+from tests.timing import slack
 
 pytestmark = pytest.mark.mip
 
@@ -173,7 +174,7 @@ def test_stops_and_reports() -> None:
     t0 = time.perf_counter()
     b = bounds.heaviest_block_bound(p, 4, 60.0, should_stop=lambda: time.perf_counter() - t0 > 1.0,
                                     on_improve=seen.append)
-    assert time.perf_counter() - t0 < 5.0
+    assert time.perf_counter() - t0 < slack(5.0)  # against the 60 s budget
     assert b.status in ("bound-only", "timeout")
     if seen:
         assert b.value == max(seen)
