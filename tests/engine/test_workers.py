@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from gapstop.engine.protocol import RunStatus
 from gapstop.engine.records import Bound
 from gapstop.engine.workers import live_bound
 
@@ -71,7 +72,8 @@ def test_run_island_asks_a_search_to_prepare_once_after_its_first_epoch() -> Non
 
         def poll(self):  # noqa: ANN201
             self.polls += 1
-            return {"stop": "done" if self.polls >= 3 else None, "hold": False, "time_left": 1.0}
+            return RunStatus(stop="done" if self.polls >= 3 else None, ub=None, lb=None, gap=None, evals=0,
+                             elapsed=0.0, time_left=1.0)
 
     assert run_island(Search(), Session(), "search-0", lambda s: s, migrate_every=0) == 3
     assert calls == ["step", "prepare", "step", "step"]
