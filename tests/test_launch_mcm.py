@@ -25,7 +25,7 @@ def tiny(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("args, msg", [
     (["--chips", "0", "--ring"], "error: -k: must be >= 1, got 0"),
-    (["--chips", "8", "--ring"], "error: --chips: 8 chips but only 7 nodes"),
+    (["--chips", "8", "--all-chips"], "error: --chips: 8 chips but only 7 nodes"),
     (["--chips", "2", "--check", "no_such_module_xyz:fn"], "error: --check: cannot import 'no_such_module_xyz:fn'"),
     (["--chips", "2", "--memory-hard"], "--memory-hard needs a memory limit"),
 ])
@@ -37,21 +37,32 @@ def test_bad_constraint_options_exit_2_with_one_line(tiny: Path, args: list[str]
 
 
 @pytest.mark.mip
-def test_constrained_solve_proves_the_constrained_optimum(tiny: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag", ["--ring", "--all-chips"])
+def test_constrained_solve_proves_the_constrained_optimum(tiny: Path, tmp_path: Path, flag: str) -> None:
     out = tmp_path / "r.json"
-    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "--chips", "3", "--ring", "--no-triangle",
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "--chips", "3", flag, "--no-triangle",
                                     "--in-process", "--time-limit", "30", "--quiet", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
-    opt = constrained_optimum(load_graph(tiny), 3, ring=True, triangle=True)
+    strict = flag == "--all-chips"
+    opt = constrained_optimum(load_graph(tiny), 3, ring=True, triangle=True, all_chips=strict)
     assert opt is not None and doc["objective"] == pytest.approx(opt, rel=1e-12)
     assert doc["stopped_because"] == "optimal" and doc["lower_bound"] <= opt
-    assert doc["constraints"]["active"] == ["ring-order", "no-skip", "triangle"]
-    assert sorted(set(doc["blocks"])) == [0, 1, 2]
+    cons = doc["constraints"]
+    assert cons["active"] == ["ring-order", "no-skip", "triangle"]
+    assert cons["reading"] == ("all-chips" if strict else "prefix") and cons["all_chips"] is strict
+    assert cons["chips_used"] == len(set(doc["blocks"])) and sorted(set(doc["blocks"])) == list(
+        range(cons["chips_used"]))
+    if strict:
+        assert cons["chips_used"] == 3
     # evaluate re-checks the constraints the result states
     res = CliRunner().invoke(main, ["pipeline", "evaluate", str(tiny), str(out)])
     assert res.exit_code == 0 and json.loads(res.output)["objective"] == doc["objective"]
-    doc["blocks"] = [0] * len(doc["blocks"])
+    doc["blocks"] = [0] * len(doc["blocks"])  # chip 0 only: valid under the prefix reading alone
+    out.write_text(json.dumps(doc))
+    res = CliRunner().invoke(main, ["pipeline", "evaluate", str(tiny), str(out)])
+    assert (res.exit_code, "violates no-skip" in res.output) == ((2, True) if strict else (0, False)), res.output
+    doc["blocks"] = [2] * len(doc["blocks"])  # chips 0 and 1 skipped: invalid under both
     out.write_text(json.dumps(doc))
     res = CliRunner().invoke(main, ["pipeline", "evaluate", str(tiny), str(out)])
     assert res.exit_code == 2 and "violates no-skip" in res.output

@@ -174,8 +174,10 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
 
 
 def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, Any]:
-    """``result.json``'s ``constraints``: the options, the active constraints, and how many
-    reported partitions the coordinator rejected, per violated constraint."""
+    """``result.json``'s ``constraints``: the options (``reading``: which reading of equation 3,
+    ``"prefix"`` or ``"all-chips"``), the active constraints, how many chips the plan uses
+    (``chips_used``, None without a plan), and how many reported partitions the coordinator
+    rejected, per violated constraint."""
     from gapstop.problems.pipeline.constraints import NAMES
 
     rejected = {name: 0 for name in constraints.active()}
@@ -183,7 +185,9 @@ def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, A
         for name in NAMES:
             if message.startswith(f"ConstraintViolation: partition violates {name}:"):
                 rejected[name] = rejected.get(name, 0) + 1
-    return {**constraints.to_dict(), "active": constraints.active(), "rejected": rejected}
+    inc = coord.incumbent
+    used = None if inc is None else len(set(inc.solution["blocks"]))
+    return {**constraints.to_dict(), "active": constraints.active(), "chips_used": used, "rejected": rejected}
 
 
 # ---------------------------------------------------------------------------------- bounds
