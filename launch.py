@@ -120,7 +120,9 @@ def _print_pipeline_result(doc: dict[str, Any], fmt: str | None = None) -> None:
     if doc["objective"] is None:
         from gapstop.engine.deadline import compile_note
 
-        click.echo(f"no feasible partition found ({doc['stopped_because']}{compile_note()})")
+        exists = (doc.get("constraints") or {}).get("existence")
+        click.echo(f"no feasible partition found ({doc['stopped_because']}{compile_note()})"
+                   + ("" if not exists else f"; {exists['message']}"))
         return
     gap = "unknown" if doc["gap"] is None else f"{100 * doc['gap']:.3f}%"
     lb = "none" if doc["lower_bound"] is None else f"{doc['lower_bound']:.6g} ({doc['lower_bound_method']})"

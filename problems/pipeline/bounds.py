@@ -365,6 +365,11 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     if cons is not None:
         detail["mcm"] = {"no_skip": skip, "memory_hard": mem,
                          "triangle": tri and (k < 3 or problem.m * k * (k - 1) // 2 <= _mip.TRIANGLE_MAX_TERMS)}
+        if status == "infeasible":
+            # the model relaxes the constrained problem (the memory rows bound the peak, the
+            # triangle may be left out): no partition of it, none of the constrained problem
+            detail["proof"] = "no partition meets the constraints (CP-SAT proved the model infeasible)"
+            return Bound("exact", math.inf, status, time.perf_counter() - t0, SOLVER, detail)
     return _bound("exact", status, value, time.perf_counter() - t0, detail)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -336,6 +337,7 @@ class ConstraintSolver:
         if self.max_fails is None:
             self.max_fails = 4 * self.problem.n + 200
         self.proof: str | None = None  # CP-SAT's verdict once asked: "feasible", "infeasible", "unknown"
+        self.proof_s = 0.0  # seconds CP-SAT ran, in all
         self._cp_cache: tuple[Any, list[list[Any]], bool] | None = None
         self._witness: NDArray[np.int64] | None = None  # the last partition CP-SAT found
         from gapstop.problems.pipeline import _propagate  # numba: compiled on first use
@@ -566,11 +568,17 @@ class ConstraintSolver:
             for v, t in enumerate(self._witness.tolist()):
                 for b in range(1, self.constraints.chips):
                     model.add_hint(y[v][b], int(t <= b - 1))
+        from gapstop.engine import cancel
+
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = time_limit_s
         solver.parameters.num_workers = 2
         solver.parameters.random_seed = self._seed(rng)
-        st = solver.solve(model)
+        solver.parameters.catch_sigint_signal = False
+        t0 = time.perf_counter()
+        with cancel.cpsat_stop_watch(solver):  # the run's stop ends the solve (as its time limit would)
+            st = solver.solve(model)
+        self.proof_s += time.perf_counter() - t0
         if st == cp_model.INFEASIBLE:
             self.proof = "infeasible"
             return None, False
@@ -598,6 +606,11 @@ class ConstraintSolver:
         :meth:`fix` (a solve, not a propagation), but it keeps a proposal's structure where
         FIX's greedy repair scatters it. The same repair as FIX's fallback."""
         return self._fallback(np.asarray(target, dtype=np.int64), 0, rng, time_limit_s=time_limit_s)
+
+    @property
+    def witness(self) -> NDArray[np.int64] | None:
+        """A copy of the last partition found that meets the static constraints, or None."""
+        return None if self._witness is None else self._witness.copy()
 
     def prove(self, time_limit_s: float | None = None) -> str:
         """Ask CP-SAT whether some partition meets the static constraints (ring order, no
