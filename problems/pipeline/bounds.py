@@ -329,6 +329,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         A bound whose ``detail["blocks"]`` is the last partition found (the best by the
         model's cost, which with a memory limit underestimates the true cost), block per
         node in DAG order, or None; ``detail["mip_value"]`` its approximate model cost.
+        With ``constraints``, a model CP-SAT proves infeasible gives the value +inf (status
+        ``"infeasible"``, ``detail["proof"]``): no partition meets the constraints.
     Raises:
         InputError: the hint is not an acyclic partition into at most k blocks.
     """
