@@ -259,12 +259,15 @@ def _feasible(doc: dict[str, Any] | None) -> bool:
 
 
 def _running_doc(path: Path) -> dict[str, Any] | None:
-    """The result document a run keeps rewriting (None until it holds a solution)."""
+    """The result document a run keeps rewriting (None until it holds a solution, or, under
+    --all-chips, what is known of whether one exists)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and _feasible(doc) else None
+    if not isinstance(doc, dict):
+        return None
+    return doc if _feasible(doc) or (doc.get("constraints") or {}).get("existence") else None
 
 
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
