@@ -114,12 +114,15 @@ def feasible(doc: dict[str, Any] | None) -> bool:
 
 
 def running_doc(path: Path) -> dict[str, Any] | None:
-    """The result document a run keeps rewriting (None until it holds a solution)."""
+    """The result document a run keeps rewriting: None until it holds a solution, or an
+    ``answer_note`` (what is known without one, e.g. that none exists or how long a proof ran)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and feasible(doc) else None
+    if not isinstance(doc, dict):
+        return None
+    return doc if feasible(doc) or doc.get("answer_note") else None
 
 
 def guard_kind(problem: str, local: bool, plot: str | None) -> str:

@@ -7,6 +7,7 @@ values of result files.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -46,10 +47,13 @@ class Optimal(Criterion):
 
     Integral objective: exactly when ``lb >= ub`` (the bound equals the cost; no
     tolerance, so a bound one unit below a cost of 10^19 is not optimal). Otherwise:
-    when the gap is at most :data:`OPTIMAL_GAP`.
+    when the gap is at most :data:`OPTIMAL_GAP`. A bound of +inf without an incumbent
+    proves that no feasible solution exists: ``"infeasible"``.
     """
 
     def reason(self, p: Progress) -> str | None:
+        if p.ub is None and p.lb == math.inf:
+            return "infeasible"
         if p.integral:
             proven = p.gap is not None and p.lb is not None and p.ub is not None and p.lb >= p.ub
             return "optimal" if proven else None

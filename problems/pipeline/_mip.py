@@ -164,7 +164,7 @@ def build_partition_model(
     heavy_block: int | None = None,
     heavy_work: Fraction | None = None,
     objective_floor: Fraction | None = None,
-    nonempty: bool = False,
+    skip: str | None = None,
     no_triangle: bool = False,
     memory_hard: bool = False,
     label_range: Sequence[tuple[int, int]] | None = None,
@@ -183,7 +183,7 @@ def build_partition_model(
         objective_floor: a known lower bound on OPT (e.g. the simple bound); the bottleneck
             variable starts at ``floor(s floor)``. Still valid: the image of an optimal
             partition may set bottleneck to that value, which is <= s OPT.
-        nonempty, no_triangle, memory_hard: the MCM constraints (:func:`add_mcm_constraints`).
+        skip, no_triangle, memory_hard: the MCM constraints (:func:`add_mcm_constraints`).
         label_range: per node v, ``(lo, hi)``: v's block label (0-based) is confined to
             ``lo..hi``; its ``y`` outside that range are built as constants, not as variables
             (a neighbourhood model with every other node fixed stays small).
@@ -326,8 +326,8 @@ def build_partition_model(
         # implied by the hard limit: still a relaxation
         for over in overs.values():
             model.add(over == 0)
-    if nonempty or no_triangle:
-        add_mcm_constraints(model, problem, y, nb, nonempty=nonempty, no_triangle=no_triangle)
+    if skip is not None or no_triangle:
+        add_mcm_constraints(model, problem, y, nb, skip=skip, no_triangle=no_triangle)
 
     if heavy_block is not None:
         assert heavy_work is not None
@@ -347,11 +347,14 @@ TRIANGLE_MAX_TERMS = 200_000
 
 
 def add_mcm_constraints(model: cp_model.CpModel, problem: PipelineProblem, y: list[list[Lit]], nb: int, *,
-                        nonempty: bool, no_triangle: bool) -> bool:
+                        skip: str | None, no_triangle: bool) -> bool:
     """The linear MCM constraints on blocks 1..nb in DAG (ring) order.
 
-    * ``nonempty``: every block holds a node (no skipped chip; the ring order is the DAG
-      constraint (8) the model has anyway);
+    * ``skip`` (no skipped chip; the ring order is the DAG constraint (8) the model has
+      anyway): ``"prefix"`` (equation 3): block b holds a node when any node lies in a block
+      above it. Some sink does then (edges go up), so ``above_b >= 1 - y[s][b]`` for the
+      sinks s and ``sum_v x_vb >= above_b``; ``"all-chips"``: every block holds a node.
+      None: empty blocks anywhere;
     * ``no_triangle``: ``D[a,b] >= x_ua + x_vb - 1`` for every edge (u, v) and a < b (a chip
       edge), reachability ``R >= D``, ``R[a,c] >= R[a,b] + R[b,c] - 1``, and
       ``D[a,c] + R[a,b] + R[b,c] <= 2`` for a < b < c (no direct edge next to a longer
@@ -364,9 +367,20 @@ def add_mcm_constraints(model: cp_model.CpModel, problem: PipelineProblem, y: li
     def x(v: int, b: int) -> Any:
         return y[v][b] - y[v][b - 1]
 
-    if nonempty:
+    if skip == "all-chips":
         for b in range(1, nb + 1):
             _ge(model, sum(x(v, b) for v in range(n)), 1)
+    elif skip == "prefix":
+        sinks = [v for v in range(n) if problem.succ_ptr[v] == problem.succ_ptr[v + 1]]
+        for b in range(1, nb):
+            if all(_is_const(y[s][b], 1) for s in sinks):
+                continue  # no node can lie above block b
+            above = model.new_bool_var(f"above{b}")
+            for s in sinks:
+                _ge(model, above, 1 - y[s][b])
+            _ge(model, sum(x(v, b) for v in range(n)), above)
+    elif skip is not None:
+        raise ValueError(f"skip: expected 'prefix', 'all-chips' or None, got {skip!r}")
     if not no_triangle or nb < 3:
         return no_triangle
     if problem.m * nb * (nb - 1) // 2 > TRIANGLE_MAX_TERMS:

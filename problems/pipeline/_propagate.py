@@ -8,12 +8,17 @@ Propagation after every decision (all sound: no value of any valid completion is
 
 * bounds along edges: ``lo`` flows to consumers, ``hi`` to producers. With bounds
   consistency alone every interval value extends to a monotone labelling;
-* ``ring`` (no empty chip): the intervals must hold a system of distinct representatives
-  for the chips 0..C-1 (Glover's greedy on the C x C interval counts, O(C^2)). Together
-  with bounds consistency this is *exact* for constraints 1 and 2: representatives on
-  two nodes ``a`` -> ... -> ``b`` in the wrong order can be swapped within their
-  intervals (``lo(a) <= lo(b)``, ``hi(a) <= hi(b)``), and a monotone set of
-  representatives extends to all nodes, so a partial assignment passes iff it extends;
+* ``ring`` (no skipped chip): the intervals must hold a system of distinct
+  representatives for the chips 0..K (Glover's greedy on the C x C interval counts,
+  O(C^2)), where K = C-1 under the strict reading (``RING_ALL``: every chip used) and
+  K = max lo(v) under equation 3's prefix reading (``RING_PREFIX``: every completion uses
+  a chip >= K, so chips 0..K are all used). Together with bounds consistency this is
+  *exact* for constraints 1 and 2: representatives on two nodes ``a`` -> ... -> ``b`` in
+  the wrong order can be swapped within their intervals (``lo(a) <= lo(b)``,
+  ``hi(a) <= hi(b)``), and a monotone set of representatives extends to all nodes (under
+  the prefix reading, within the intervals clipped to ``[lo, min(hi, K)]``, which stay
+  bounds consistent and hold the same representatives), so a partial assignment passes iff
+  it extends;
 * ``no_triangle`` (with ``tri_prop``, :func:`_triangle_prune`): the chip edges of the
   assigned nodes are certain, and so is a chip path ``a -> ... -> b`` wherever a graph path
   runs from a node on chip a to a node on chip b through undecided nodes only (labels are
@@ -46,6 +51,9 @@ from numba import njit
 from gapstop.problems.pipeline._kernels import kahn_order
 
 FOUND, INFEASIBLE, BUDGET = 0, 1, 2
+#: the ``ring`` argument of :func:`constrained_dfs`: no ring; ring order and the used chips a
+#: prefix 0..m (equation 3); ring order and every chip used
+RING_NONE, RING_PREFIX, RING_ALL = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
@@ -61,10 +69,21 @@ def _set(v, nlo, nhi, lo, hi, box, t_node, t_lo, t_hi, tp):
 
 
 @njit(cache=True, nogil=True)
-def _representatives(box, avail, c):
-    """Every chip 0..c-1 gets a distinct node whose interval holds it (intervals as counts)."""
+def _representatives(box, avail, c, ring):
+    """Every chip that must be used gets a distinct node whose interval holds it (intervals as
+    counts ``box[lo, hi]``): chips 0..c-1 with ``RING_ALL``, 0..max lo with ``RING_PREFIX``."""
+    need = c
+    if ring != RING_ALL:
+        need = 0
+        for lo in range(c - 1, -1, -1):
+            for h in range(lo, c):
+                if box[lo, h] > 0:
+                    need = lo + 1
+                    break
+            if need:
+                break
     avail[:] = 0
-    for ch in range(c):
+    for ch in range(need):
         for h in range(ch, c):
             avail[h] += box[ch, h]
         found = False
@@ -311,7 +330,8 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
         greedy: FIX's first pass: try only ``first[u]``; if it fails, leave u undecided
             (no backtracking).
         seed: seeds numba's generator (per thread).
-        c: chips (<= 62); ring, no_triangle: constraints; mem_limit: bytes (-1: none).
+        c: chips (<= 62); ring: :data:`RING_NONE`, :data:`RING_PREFIX` or :data:`RING_ALL`;
+            no_triangle: constraint 3; mem_limit: bytes (-1: none).
         tri_prop: propagate the triangle constraint (False: forward-check it only).
         domains: optional int64[2, n] that receives the final ``lo`` and ``hi`` of every
             node when the search ends with status 0 (for tests: ``seq`` may then be a
@@ -363,7 +383,7 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
     dsucc = np.zeros(c, np.int64)
     anc = np.zeros(c, np.int64)
     two = np.zeros(c, np.int64)
-    if ring and not _representatives(box, avail, c):
+    if ring and not _representatives(box, avail, c, ring):
         return INFEASIBLE, chips, 0
     fails = 0
     level = 0
@@ -473,7 +493,7 @@ def constrained_dfs(seq, first, weights, greedy, seed, c, ring, no_triangle, mem
                 ok, tp = _triangle_prune(chips, lo, hi, box, t_node, t_lo, t_hi, tp, ccnt, c, topo, amask, bmask,
                                          dp, ds, dsucc, reach, anc, two, queue, inq, succ_ptr, succ, pred_ptr,
                                          pred)
-            if ok and ring and not _representatives(box, avail, c):
+            if ok and ring and not _representatives(box, avail, c, ring):
                 ok = False
         if ok:
             level += 1

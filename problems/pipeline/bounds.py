@@ -318,8 +318,10 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         floor: a proven lower bound on OPT from elsewhere (e.g. ``spectral``); the
             model's bottleneck starts there.
         constraints: MCM constraints (:class:`~problems.pipeline.constraints.Constraints`):
-            the bound is then on the constrained optimum. The model adds no empty block
-            (``ring``), the triangle constraint (up to :data:`_mip.TRIANGLE_MAX_TERMS`) and
+            the bound is then on the constrained optimum under the active reading of
+            equation 3. The model adds no skipped chip (``ring``: no empty block below a used
+            one; ``all_chips``: no empty block; the strict model's bound is not one of the
+            prefix reading, whose optimum may be lower), the triangle constraint (up to :data:`_mip.TRIANGLE_MAX_TERMS`) and
             ``param + peak <= M`` (``memory_hard``, a relaxation); ``detail["mcm"]`` lists
             what was modelled. Without a memory limit and with every constraint modelled
             (no user check), its optimum is the constrained optimum.
@@ -327,6 +329,8 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
         A bound whose ``detail["blocks"]`` is the last partition found (the best by the
         model's cost, which with a memory limit underestimates the true cost), block per
         node in DAG order, or None; ``detail["mip_value"]`` its approximate model cost.
+        With ``constraints``, a model CP-SAT proves infeasible gives the value +inf (status
+        ``"infeasible"``, ``detail["proof"]``): no partition meets the constraints.
     Raises:
         InputError: the hint is not an acyclic partition into at most k blocks.
     """
@@ -339,10 +343,10 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
     if floor is not None and math.isfinite(floor):
         low = max(low, Fraction(floor))
     cons = constraints if constraints is not None and constraints.any else None
-    ring = bool(cons and cons.ring)
+    skip = None if cons is None else cons.reading
     tri = bool(cons and cons.no_triangle)
     mem = bool(cons and cons.memory_hard and problem.memory is not None)
-    pm = _mip.build_partition_model(problem, sc, k, objective_floor=low, nonempty=ring, no_triangle=tri,
+    pm = _mip.build_partition_model(problem, sc, k, objective_floor=low, skip=skip, no_triangle=tri,
                                     memory_hard=mem)
     if hint is not None:
         from gapstop.problems.pipeline.evaluate import evaluate  # numba: 0.2 s to import, needed for hints only
@@ -361,8 +365,13 @@ def exact_bound(problem: PipelineProblem, k: int, time_limit_s: float = 60.0, *,
                                      should_stop=should_stop, cp_params=cp_params)
     detail = {"k": k, "scale": float(sc.s), "blocks": cb.best, "mip_value": cb.best_mip_value}
     if cons is not None:
-        detail["mcm"] = {"no_skip": ring, "memory_hard": mem,
+        detail["mcm"] = {"no_skip": skip, "memory_hard": mem,
                          "triangle": tri and (k < 3 or problem.m * k * (k - 1) // 2 <= _mip.TRIANGLE_MAX_TERMS)}
+        if status == "infeasible":
+            # the model relaxes the constrained problem (the memory rows bound the peak, the
+            # triangle may be left out): no partition of it, none of the constrained problem
+            detail["proof"] = "no partition meets the constraints (CP-SAT proved the model infeasible)"
+            return Bound("exact", math.inf, status, time.perf_counter() - t0, SOLVER, detail)
     return _bound("exact", status, value, time.perf_counter() - t0, detail)
 
 

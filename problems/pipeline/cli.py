@@ -45,7 +45,9 @@ def _print_pipeline_result(doc: dict[str, Any], fmt: str | None = None) -> None:
     if doc["objective"] is None:
         from gapstop.engine.deadline import compile_note
 
-        click.echo(f"no feasible partition found ({doc['stopped_because']}{compile_note()})")
+        exists = (doc.get("constraints") or {}).get("existence")
+        click.echo(f"no feasible partition found ({doc['stopped_because']}{compile_note()})"
+                   + ("" if not exists else f"; {exists['message']}"))
         return
     gap = "unknown" if doc["gap"] is None else f"{100 * doc['gap']:.3f}%"
     lb = "none" if doc["lower_bound"] is None else f"{doc['lower_bound']:.6g} ({doc['lower_bound_method']})"
@@ -61,7 +63,9 @@ def _mcm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         click.option("--ring", is_flag=True,
                      help="Chips on a uni-directional ring: every edge goes to the same or a higher chip, "
-                          "and exactly chips 0..C-1 are used, none empty."),
+                          "and the used chips are 0..m for some m < C (no empty chip below a used one)."),
+        click.option("--all-chips", is_flag=True,
+                     help="Like --ring, and every chip 0..C-1 is used, none empty (implies --ring)."),
         click.option("--no-triangle", is_flag=True,
                      help="No direct chip dependency next to an indirect path between the same chips."),
         click.option("--memory-hard", is_flag=True,
@@ -74,9 +78,11 @@ def _mcm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, check: str | None) -> Any:
+def _mcm_constraints(k: int, ring: bool, no_triangle: bool, memory_hard: bool, check: str | None,
+                     all_chips: bool = False) -> Any:
     from gapstop.problems.pipeline.constraints import Constraints
-    return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check)
+    return Constraints(chips=k, ring=ring, no_triangle=no_triangle, memory_hard=memory_hard, check=check,
+                       all_chips=all_chips)
 
 
 def _policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -131,7 +137,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
                    cpus_per_worker: float, in_process: bool, quiet: bool, plot: str | None, islands: int | None,
                    no_bounds: bool,
                    contiguous: bool = False, split_at: str | None = None, ring: bool = False,
-                   no_triangle: bool = False,
+                   all_chips: bool = False, no_triangle: bool = False,
                    memory_hard: bool = False, check: str | None = None, policy: str | None = None,
                    finetune: bool = False, policy_mode: str = "fix", fmt: str | None = None) -> None:
     """Partition GRAPH into at most K stages and certify the result with lower bounds.
@@ -150,7 +156,7 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
         raise InputError(f"--islands: must be in [1, {MAX_WORKERS}], got {islands}")
     problem = load_graph(graph)  # fail fast on bad input, before starting Ray
     check_stages(problem, k)
-    constraints = _mcm_constraints(k, ring, no_triangle, memory_hard, check)
+    constraints = _mcm_constraints(k, ring, no_triangle, memory_hard, check, all_chips)
     constraints.validate(problem)
     params: dict[str, Any] = {"k": k}
     if constraints.any:
@@ -162,7 +168,8 @@ def pipeline_solve(graph: str, k: int, time_limit: float, target_gap: float, see
     if contiguous or split_at == "module":
         flag = "--contiguous" if contiguous else "--split-at module"
         if constraints.any:
-            raise InputError(f"{flag}: cannot be combined with --ring, --no-triangle, --memory-hard or --check")
+            raise InputError(f"{flag}: cannot be combined with --ring, --all-chips, --no-triangle, --memory-hard "
+                             "or --check")
         if policy_spec is not None:
             raise InputError(f"--policy: not with {flag}, which has no search islands")
         refuse_given(f"with {flag}, which computes its plan in this process without search islands",
@@ -295,7 +302,7 @@ def pipeline_evaluate(graph: str, result: str) -> None:
     ev = evaluate(problem, blocks, order, k=doc.get("k"),
                   constraints=None if not cons else _mcm_constraints(
                       doc["k"], bool(cons.get("ring")), bool(cons.get("no_triangle")),
-                      bool(cons.get("memory_hard")), cons.get("check")))
+                      bool(cons.get("memory_hard")), cons.get("check"), bool(cons.get("all_chips"))))
     click.echo(json.dumps({"objective": ev.objective, "block_costs": ev.block_costs.tolist()}))
 
 
@@ -311,6 +318,7 @@ def rl() -> None:
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="The policy file to write.")
 @click.option("--chips", default="4,8", show_default=True, help="Comma-separated C values to train for.")
 @click.option("--no-ring", is_flag=True, help="Free labels instead of the ring constraints.")
+@click.option("--all-chips", is_flag=True, help="Every chip used (the strict reading of the ring constraints).")
 @click.option("--no-triangle", is_flag=True, help="Train with the triangle constraint.")
 @click.option("--samples", type=int, default=20000, show_default=True, help="Evaluated proposals in all.")
 @click.option("--checkpoint-every", type=int, default=10, show_default=True, help="PPO iterations per checkpoint.")
@@ -325,10 +333,12 @@ def rl() -> None:
               help="Run the training rollouts on this many local Ray workers (0: in this process).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @user_errors
-def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: bool, samples: int,
+def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, all_chips: bool, no_triangle: bool, samples: int,
                 checkpoint_every: int, val_samples: int, layers: int, width: int, iterations: int, mode: str,
                 time_limit: float | None, threads: int, rollout_workers: int, seed: int) -> None:
     """Pre-train a policy on a graph corpus; keep the checkpoint with the best validation reward."""
+    if no_ring and all_chips:
+        raise InputError("--all-chips: not with --no-ring")
     import math
 
     from gapstop.problems.pipeline.rl import require_torch
@@ -360,7 +370,8 @@ def rl_pretrain(graphs: str, out: str, chips: str, no_ring: bool, no_triangle: b
         factory = backend("rl-rollouts")(rollout_workers, mode, seed)
     click.echo(f"{len(split.train)} training, {len(split.val)} validation, {len(split.test)} test graphs",
                err=True)
-    summary = pretrain(split, out, chips=cs, ring=not no_ring, no_triangle=no_triangle, samples=samples,
+    summary = pretrain(split, out, chips=cs, ring=not no_ring, all_chips=all_chips, no_triangle=no_triangle,
+                       samples=samples,
                        checkpoint_every=checkpoint_every, val_samples=val_samples,
                        config=PolicyConfig(layers=layers, width=width, iterations=iterations),
                        ppo=PPOConfig(mode=mode), seed=seed,

@@ -3,9 +3,13 @@
 A partition into chips ``0..C-1`` is *valid* when every active constraint holds:
 
 * ``ring`` (eq. 2 and 3): chips sit on a uni-directional ring, so every edge ``(u, v)``
-  has ``chip(u) <= chip(v)`` (acyclic dataflow), and the used chips are exactly
-  ``0..C-1``, none empty (no skipped chips). Without ``ring`` the labels are free and
-  renumbered in DAG order, as in the unconstrained problem (at most C blocks);
+  has ``chip(u) <= chip(v)`` (acyclic dataflow), and no chip is skipped. Equation 3,
+  ``d <= f(u)  =>  exists v: f(v) = d`` for every node u and chip d, says that the used
+  chips are a prefix ``0..m`` of the ring (no empty chip *below* a used one); how many
+  chips pay off is the search's choice. This is the paper's reading and ``ring``'s;
+  ``all_chips`` is the strict one: every chip ``0..C-1`` holds a node. Without ``ring``
+  the labels are free and renumbered in DAG order, as in the unconstrained problem (at
+  most C blocks);
 * ``no_triangle`` (eq. 4): in the chip graph (an edge ``a -> b`` when some graph edge
   goes from chip a to chip b != a), no direct dependency ``a -> b`` coexists with a
   path of two or more chip edges from a to b (the longest path between any directly
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -53,7 +58,11 @@ class Constraints:
 
     Attributes:
         chips: C >= 1, the number of chips (the ``k`` of the pipeline problem).
-        ring: constraints 1 and 2 (exactly C non-empty chips, edges go up the ring).
+        ring: constraints 1 and 2 as equation 3 states them: edges go up the ring, and the
+            used chips are a prefix ``0..m`` (m < C) of it.
+        all_chips: the strict reading of constraint 2: every one of the C chips is used
+            (implies ``ring``; a restriction of the prefix reading, so its optimum is never
+            lower, and a lower bound of the prefix reading is one of it, not the reverse).
         no_triangle: constraint 3.
         memory_hard: the problem's memory as a hard per-chip limit (needs ``memory``).
         check: ``"MODULE:FUNCTION"`` of a user callback, or None.
@@ -64,6 +73,17 @@ class Constraints:
     no_triangle: bool = False
     memory_hard: bool = False
     check: str | None = None
+    all_chips: bool = False
+
+    def __post_init__(self) -> None:
+        if self.all_chips and not self.ring:  # the strict reading is a ring reading
+            object.__setattr__(self, "ring", True)
+
+    @property
+    def reading(self) -> str | None:
+        """Which reading of equation 3 is active: ``"prefix"`` (``ring``: the used chips are
+        ``0..m``), ``"all-chips"`` (every chip used), or None (no ring)."""
+        return None if not self.ring else "all-chips" if self.all_chips else "prefix"
 
     @property
     def any(self) -> bool:
@@ -77,26 +97,27 @@ class Constraints:
         return out + (["check"] if self.check is not None else [])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chips": self.chips, "ring": self.ring, "no_triangle": self.no_triangle,
-                "memory_hard": self.memory_hard, "check": self.check}
+        return {"chips": self.chips, "ring": self.ring, "all_chips": self.all_chips, "reading": self.reading,
+                "no_triangle": self.no_triangle, "memory_hard": self.memory_hard, "check": self.check}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, chips: int) -> Constraints:
         d = d or {}
         return cls(chips=chips, ring=bool(d.get("ring")), no_triangle=bool(d.get("no_triangle")),
-                   memory_hard=bool(d.get("memory_hard")), check=d.get("check"))
+                   memory_hard=bool(d.get("memory_hard")), check=d.get("check"),
+                   all_chips=bool(d.get("all_chips")))
 
     def validate(self, problem: PipelineProblem) -> None:
-        """Reject impossible options (InputError, one line): C < 1, C > n with ``ring``,
+        """Reject impossible options (InputError, one line): C < 1, C > n with ``all_chips``,
         C > :data:`MAX_CHIPS` with any constraint,
         ``memory_hard`` without a memory limit, a ``check`` that cannot be imported."""
         if self.chips < 1:
             raise InputError(f"--chips: must be >= 1, got {self.chips}")
         if self.any and self.chips > MAX_CHIPS:
             raise InputError(f"--chips: the constrained searches support at most {MAX_CHIPS} chips, got {self.chips}")
-        if self.ring and self.chips > problem.n:
+        if self.all_chips and self.chips > problem.n:
             raise InputError(f"--chips: {self.chips} chips but only {problem.n} nodes; "
-                             "--ring needs every chip non-empty")
+                             "--all-chips needs every chip non-empty")
         if self.memory_hard and problem.memory is None:
             raise InputError(f"{problem.name}: memory: --memory-hard needs a memory limit, the graph has none")
         if self.check is not None:
@@ -160,7 +181,8 @@ def static_violation(problem: PipelineProblem, cons: Constraints,
                      chips: NDArray[np.int64]) -> tuple[str, str] | None:
     """The first violated static constraint (ring-order, no-skip, triangle) as (name, message).
 
-    ``chips`` are the raw labels; with ``ring`` they must be chip ids ``0..C-1``. Without
+    ``chips`` are the raw labels; with ``ring`` they must be chip ids ``0..C-1``, the used
+    ones a prefix (``all_chips``: all of them). Without
     ``ring`` the triangle test runs on the quotient graph (labels are free); the caller
     has checked that it is acyclic.
     """
@@ -176,8 +198,12 @@ def static_violation(problem: PipelineProblem, cons: Constraints,
                 return "ring-order", (f"edge {u}->{v} goes from chip {int(chips[u])} back to chip "
                                       f"{int(chips[v])}")
         used = np.bincount(chips, minlength=c)
-        if (used == 0).any():
-            return "no-skip", f"chip {int(np.argmin(used))} is empty"
+        top = int(chips.max()) if len(chips) else -1
+        if cons.all_chips and (used == 0).any():
+            return "no-skip", f"chip {int(np.argmin(used))} is empty (--all-chips: every chip 0..{c - 1} is used)"
+        if (used[:top] == 0).any():
+            return "no-skip", (f"chip {int(np.argmin(used[:top]))} is empty below chip {top}, which is used "
+                               f"(the used chips must be 0..{top})")
     if cons.no_triangle:
         labels, lab = np.unique(chips, return_inverse=True)
         pair = triangle_pair(chip_graph(problem, lab.astype(np.int64), len(labels)))
@@ -256,7 +282,7 @@ class Outcome:
 class ConstraintSolver:
     """Turns proposals into valid partitions (Xie et al. 2022, Algorithms 1 and 2).
 
-    The static constraints (ring order, no skipped chip, triangle, and a necessary
+    The static constraints (ring order, no skipped chip in either reading, triangle, and a necessary
     memory condition) are propagated in :mod:`problems.pipeline._propagate`; the
     dynamic ones (the exact memory peak under the canonical schedule, the user check)
     are tested on the finished partition, which is rejected (and counted) if they fail.
@@ -311,13 +337,17 @@ class ConstraintSolver:
         if self.max_fails is None:
             self.max_fails = 4 * self.problem.n + 200
         self.proof: str | None = None  # CP-SAT's verdict once asked: "feasible", "infeasible", "unknown"
+        self.proof_s = 0.0  # seconds CP-SAT ran, in all
         self._cp_cache: tuple[Any, list[list[Any]], bool] | None = None
         self._witness: NDArray[np.int64] | None = None  # the last partition CP-SAT found
         from gapstop.problems.pipeline import _propagate  # numba: compiled on first use
         self._kernel = _propagate.constrained_dfs
         p = self.problem
         mem = p.memory if (self.constraints.memory_hard and p.memory is not None) else -1
-        self._args = (c, self.constraints.ring, self.constraints.no_triangle, int(mem), p.succ_ptr, p.succ,
+        cons = self.constraints
+        ring = _propagate.RING_NONE if not cons.ring else _propagate.RING_ALL if cons.all_chips else \
+            _propagate.RING_PREFIX
+        self._args = (c, ring, cons.no_triangle, int(mem), p.succ_ptr, p.succ,
                       p.pred_ptr, p.pred, p.size_param, p.size_out)
         self._no_weights = np.zeros((0, c), np.float64)
 
@@ -510,7 +540,7 @@ class ConstraintSolver:
         for u, v in p.edges:
             for b in range(1, c):
                 model.add_implication(y[int(v)][b], y[int(u)][b])
-        modelled = add_mcm_constraints(model, p, y, c, nonempty=cons.ring, no_triangle=cons.no_triangle)
+        modelled = add_mcm_constraints(model, p, y, c, skip=cons.reading, no_triangle=cons.no_triangle)
         if cons.memory_hard and p.memory is not None:
             for b in range(1, c + 1):
                 model.add(sum(int(p.size_param[v]) * (y[v][b] - y[v][b - 1]) for v in range(p.n)) <= p.memory)
@@ -538,11 +568,17 @@ class ConstraintSolver:
             for v, t in enumerate(self._witness.tolist()):
                 for b in range(1, self.constraints.chips):
                     model.add_hint(y[v][b], int(t <= b - 1))
+        from gapstop.engine import cancel
+
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = time_limit_s
         solver.parameters.num_workers = 2
         solver.parameters.random_seed = self._seed(rng)
-        st = solver.solve(model)
+        solver.parameters.catch_sigint_signal = False
+        t0 = time.perf_counter()
+        with cancel.cpsat_stop_watch(solver):  # the run's stop ends the solve (as its time limit would)
+            st = solver.solve(model)
+        self.proof_s += time.perf_counter() - t0
         if st == cp_model.INFEASIBLE:
             self.proof = "infeasible"
             return None, False
@@ -570,6 +606,11 @@ class ConstraintSolver:
         :meth:`fix` (a solve, not a propagation), but it keeps a proposal's structure where
         FIX's greedy repair scatters it. The same repair as FIX's fallback."""
         return self._fallback(np.asarray(target, dtype=np.int64), 0, rng, time_limit_s=time_limit_s)
+
+    @property
+    def witness(self) -> NDArray[np.int64] | None:
+        """A copy of the last partition found that meets the static constraints, or None."""
+        return None if self._witness is None else self._witness.copy()
 
     def prove(self, time_limit_s: float | None = None) -> str:
         """Ask CP-SAT whether some partition meets the static constraints (ring order, no

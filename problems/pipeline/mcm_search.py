@@ -7,8 +7,9 @@ constraint solver (:class:`problems.pipeline.constraints.ConstraintSolver`).
   of nodes, SAMPLE turns them into a valid partition, and the Metropolis rule on its
   cost decides whether the new distributions are kept;
 * :class:`BrkgaFixSearch`: the unconstrained BRKGA with Kahn + SliceGraph decoding; a
-  contiguous slicing of a topological order already meets the ring order, and FIX (in
-  that order) repairs empty chips, triangles and memory.
+  contiguous slicing of a topological order already meets the ring order and uses a
+  prefix of the chips (equation 3), and FIX (in that order) repairs empty chips (under
+  ``all_chips``), triangles and memory.
 
 Each is an island with ``step(budget_s, on_improvement, should_stop) -> evaluations``
 (see :mod:`engine.workers`); improvements are reported as
@@ -151,13 +152,14 @@ class BrkgaFixSearch(_Island):
         self._closest_s = 0.0  # seconds spent in CP-SAT repairs
 
     def repair(self, keys: NDArray[np.float64]) -> list[Outcome]:
-        """One key vector -> its SliceGraph split (into exactly C stages with ``ring``) ->
+        """One key vector -> its SliceGraph split (stages 0..p-1 along the order, a prefix of
+        the ring; made into exactly C stages with ``all_chips``) ->
         FIX in the split's order; and, when FIX had to move chips and the split is promising
         (its unconstrained cost is below the best valid one), CP-SAT's closest valid partition
         too, within :attr:`closest_share` of the island's time."""
         split = self.decoder.decode(keys)
         blocks = split.blocks
-        if self.solver.constraints.ring:
+        if self.solver.constraints.all_chips:
             blocks = exactly(split.order, blocks, self.solver.constraints.chips)
         out = self.solver.fix(blocks, split.order, self.rng)
         self.kept += out.kept

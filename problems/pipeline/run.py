@@ -158,12 +158,17 @@ def result_doc(problem: PipelineProblem, k: int, coord: Coordinator, stopped_bec
                           elapsed_s=elapsed_s, stopped_because=stopped_because)
     if constraints is not None and constraints.any:
         doc["constraints"] = constraints_doc(constraints, coord)
+        exists = doc["constraints"].get("existence")
+        if inc is None and exists:  # what is known without a partition (engine.guard.running_doc)
+            doc["answer_note"] = exists["message"]
     return doc
 
 
 def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, Any]:
-    """``result.json``'s ``constraints``: the options, the active constraints, and how many
-    reported partitions the coordinator rejected, per violated constraint."""
+    """``result.json``'s ``constraints``: the options (``reading``: which reading of equation 3,
+    ``"prefix"`` or ``"all-chips"``), the active constraints, how many chips the plan uses
+    (``chips_used``, None without a plan), and how many reported partitions the coordinator
+    rejected, per violated constraint."""
     from gapstop.problems.pipeline.constraints import NAMES
 
     rejected = {name: 0 for name in constraints.active()}
@@ -171,7 +176,40 @@ def constraints_doc(constraints: Constraints, coord: Coordinator) -> dict[str, A
         for name in NAMES:
             if message.startswith(f"ConstraintViolation: partition violates {name}:"):
                 rejected[name] = rejected.get(name, 0) + 1
-    return {**constraints.to_dict(), "active": constraints.active(), "rejected": rejected}
+    inc = coord.incumbent
+    used = None if inc is None else len(set(inc.solution["blocks"]))
+    doc = {**constraints.to_dict(), "active": constraints.active(), "chips_used": used, "rejected": rejected}
+    if constraints.all_chips:
+        doc["existence"] = existence_doc(coord)
+    return doc
+
+
+def existence_doc(coord: Coordinator) -> dict[str, Any]:
+    """Under ``all_chips``: whether a valid partition exists, and how that is known. ``verdict``:
+    ``"feasible"`` (the run has one), ``"infeasible"`` (CP-SAT proved that none exists: ``by``
+    the existence proof or the exact MIP, ``wall_s``), ``"static-feasible"`` (some partition
+    meets the static constraints, none found meets the dynamic ones), ``"unknown"`` (CP-SAT ran
+    ``wall_s`` without deciding) or ``"not-run"`` (no bound jobs); ``message`` says it in a line."""
+    if coord.incumbent is not None:
+        return {"verdict": "feasible", "by": coord.incumbent.source, "message": "a valid partition was found"}
+    for method in ("existence", "exact"):
+        b = coord.bounds.get(method)
+        if b is not None and b.status == "infeasible" and b.value == math.inf:
+            return {"verdict": "infeasible", "by": method, "wall_s": round(b.wall_s, 3),
+                    "message": f"no valid partition exists: CP-SAT proved --all-chips infeasible in {b.wall_s:.2f} s "
+                               "(--ring allows fewer chips)"}
+    b = coord.bounds.get("existence")
+    if b is None:
+        return {"verdict": "not-run",
+                "message": "existence not decided: the proof did not run (--no-bounds, or the run ended first)"}
+    d = b.detail or {}
+    if d.get("verdict") == "feasible":
+        return {"verdict": "static-feasible", "by": "existence", "wall_s": d.get("wall_s"),
+                "message": f"CP-SAT found a partition meeting {d.get('model')} in {d.get('wall_s')} s, "
+                           "but none found meets the dynamic constraints"}
+    return {"verdict": "unknown", "by": "existence", "wall_s": d.get("wall_s"),
+            "message": f"existence undecided after {d.get('wall_s')} s of CP-SAT on {d.get('model')} "
+                       f"(its limit: {d.get('time_limit_s')} s; a longer --time-limit gives it more)"}
 
 
 # ---------------------------------------------------------------------------------- bounds
@@ -305,6 +343,39 @@ def run_bound_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: A
         raise ValueError(f"unknown bound job kind {kind!r}")
 
 
+#: share of the exact job's budget that CP-SAT may take to decide, under ``all_chips``, whether any
+#: partition meets the static constraints (:func:`prove_existence`) before the exact MIP starts
+EXISTENCE_SHARE = 0.5
+
+
+def prove_existence(problem: PipelineProblem, constraints: Constraints, ctx: Any, time_limit_s: float) -> str:
+    """Under the strict reading (``all_chips``) a graph may have no valid partition at all; CP-SAT
+    decides on the static constraints (:meth:`ConstraintSolver.prove`: ring order, every chip
+    used, triangle, ``param <= M`` per chip), within ``time_limit_s`` or the run's stop.
+
+    Reports an ``existence`` bound: +inf and ``"infeasible"`` (no partition exists: the run stops,
+    see :class:`engine.stopping.Optimal`), or -inf (proves nothing) with ``"feasible"`` (its
+    partition goes to the coordinator as a solution, where the dynamic constraints are checked)
+    or ``"timeout"``; ``detail`` has the ``verdict`` and CP-SAT's ``wall_s``. Returns the verdict."""
+    from gapstop.problems.pipeline.bounds import SOLVER
+    from gapstop.problems.pipeline.constraints import ConstraintSolver
+
+    static = Constraints(constraints.chips, ring=True, no_triangle=constraints.no_triangle,
+                         memory_hard=constraints.memory_hard, all_chips=True)
+    solver = ConstraintSolver(problem, static, prove_s=max(0.1, time_limit_s))
+    verdict = solver.prove()
+    witness = solver.witness
+    if verdict == "feasible" and witness is not None:
+        ctx.solution({"blocks": witness.tolist()}, "existence")
+    value = math.inf if verdict == "infeasible" else -math.inf
+    status = {"feasible": "feasible", "infeasible": "infeasible"}.get(verdict, "timeout")
+    detail = {"verdict": verdict, "wall_s": round(solver.proof_s, 3), "time_limit_s": round(time_limit_s, 3),
+              "model": "ring order, every chip used" + (", triangle" if static.no_triangle else "")
+                       + (", param <= M per chip" if static.memory_hard else "")}
+    ctx.bound(Bound("existence", value, status, solver.proof_s, SOLVER, detail))
+    return verdict
+
+
 #: From this many nodes the first island reports its first plan on its own (its seeds and first
 #: generation would hold it back by seconds: gpt2 chained 64 times, 3.2 s; see
 #: :class:`problems.pipeline.first_plan.FirstPlanFirst`), and a model-building bound job waits
@@ -347,6 +418,10 @@ def _exact_job(problem: PipelineProblem, k: int, spec: dict[str, Any], ctx: Any,
 
     t0 = time.monotonic()
     head_s = float(spec.get("head_start_s", 0.0))
+    if constraints is not None and constraints.all_chips:
+        if prove_existence(problem, constraints, ctx, EXISTENCE_SHARE * budget) == "infeasible":
+            return  # nothing to bound, nothing to find
+        budget = max(0.0, budget - (time.monotonic() - t0))
     if bounds.model_too_large(problem, k) is not None:
         # the bound says why in ``bounds``; the spectral bound (and those after it) still run
         ctx.bound(bounds.exact_bound(problem, k, budget))

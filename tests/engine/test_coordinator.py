@@ -82,6 +82,20 @@ def test_pipeline_keeps_its_documented_tolerance() -> None:
     assert coord.stop_reason() is None
 
 
+def test_a_proof_that_nothing_is_feasible_stops_the_run_as_infeasible() -> None:
+    coord = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    coord.offer_bound(Bound("exact", 10.0, "feasible", 0.0))
+    assert coord.stop_reason() is None
+    coord.offer_bound(Bound("existence", math.inf, "infeasible", 0.0))
+    assert coord.stop_reason() == "infeasible" and coord.lb == math.inf
+    # next to a feasible solution such a bound is a contradiction: ignored, never a stop
+    coord = Coordinator(lambda s: (float(s), s), standard(0.0, 1e9))
+    coord.offer_solution(5.0, "w")
+    with pytest.warns(RuntimeWarning):
+        coord.offer_bound(Bound("existence", math.inf, "infeasible", 0.0))
+    assert coord.stop_reason() is None
+
+
 def test_relative_gap_is_exact_for_integers_and_never_zero_below_the_cost() -> None:
     assert relative_gap(10**19, 10**19 - 1) == pytest.approx(1e-19) and relative_gap(10**19, 10**19 - 1) > 0
     assert relative_gap(2**60 + 1, 2**60) > 0

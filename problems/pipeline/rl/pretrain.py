@@ -62,7 +62,7 @@ def validation_reward(policy: Policy, tasks: list[GraphTask], samples: int, seed
 
 
 def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_triangle: bool = False,
-             samples: int = 20_000, checkpoint_every: int = 10, val_samples: int = 20,
+             all_chips: bool = False, samples: int = 20_000, checkpoint_every: int = 10, val_samples: int = 20,
              config: PolicyConfig | None = None, ppo: PPOConfig | None = None, seed: int = 0,
              time_limit_s: float = math.inf, log: Callable[[str], None] | None = None,
              runner_factory: Callable[[PipelineProblem, Constraints], Any] | None = None) -> dict[str, Any]:
@@ -72,8 +72,9 @@ def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_
         split: the corpus (see :func:`split_corpus`).
         out: the policy file; checkpoints go to ``out`` + ``.checkpoints/``.
         chips: C values; each training or validation graph is used with every C that it
-            can take (C <= n with ``ring``).
-        ring, no_triangle: the MCM constraints trained for.
+            can take (C <= n with ``all_chips``).
+        ring, no_triangle, all_chips: the MCM constraints trained for (``ring``: the used chips
+            a prefix of the ring, equation 3; ``all_chips``: every chip used).
         samples: evaluated proposals in all (the paper: 20,000).
         checkpoint_every: PPO iterations between checkpoints.
         val_samples: proposals per validation task.
@@ -98,8 +99,8 @@ def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_
         for path in paths:
             problem: PipelineProblem = load_graph(path)
             for c in chips:
-                if not ring or c <= problem.n:
-                    cons = Constraints(c, ring=ring, no_triangle=no_triangle)
+                if not all_chips or c <= problem.n:
+                    cons = Constraints(c, ring=ring, no_triangle=no_triangle, all_chips=all_chips)
                     out_tasks.append(trainer.task(problem, cons))
         return out_tasks
 
@@ -111,8 +112,8 @@ def pretrain(split: Split, out: str, *, chips: list[int], ring: bool = True, no_
         raise InputError("--graphs: no training graph can take the given --chips")
     ckpt_dir = Path(str(out) + ".checkpoints")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    meta: dict[str, Any] = {"split": asdict(split), "chips": chips, "ring": ring, "no_triangle": no_triangle,
-                            "ppo": asdict(ppo), "seed": seed}
+    meta: dict[str, Any] = {"split": asdict(split), "chips": chips, "ring": ring or all_chips, "all_chips": all_chips,
+                            "no_triangle": no_triangle, "ppo": asdict(ppo), "seed": seed}
     history: list[dict[str, Any]] = []
     best: tuple[float, str] | None = None
     t0 = time.monotonic()

@@ -92,14 +92,19 @@ def peak_bytes(p: PipelineProblem, sched: list[int], block: set[int]) -> int:
 
 
 def first_violation(p: PipelineProblem, labels: tuple[int, ...], c: int, *, ring: bool, triangle: bool,
-                    memory: bool, check: Callable[[PipelineProblem, list[int]], bool] | None = None
-                    ) -> str | None:
+                    memory: bool, check: Callable[[PipelineProblem, list[int]], bool] | None = None,
+                    all_chips: bool = False) -> str | None:
     """The first violated constraint: ring-order, no-skip, cycle, too-many, triangle, memory,
-    check; None if the labelling is valid."""
-    if ring:
+    check; None if the labelling is valid. ``ring``: equations 2 and 3 as written;
+    ``all_chips``: equation 2 and every chip of D used (implies ``ring``)."""
+    if ring or all_chips:
         if any(not 0 <= x < c for x in labels) or any(labels[u] > labels[v] for u, v in _edges(p)):
             return "ring-order"
-        if set(labels) != set(range(c)):
+        if all_chips and set(labels) != set(range(c)):
+            return "no-skip"
+        # equation 3: d <= f(u)  =>  exists v in V with f(v) = d, for all u in V, d in D
+        if not all(any(labels[v] == d for v in range(p.n)) for u in range(p.n) for d in range(c)
+                   if d <= labels[u]):
             return "no-skip"
     rank = _rank_labels(p, labels)
     if rank is None:
@@ -130,11 +135,13 @@ def all_labellings(n: int, c: int) -> Iterator[tuple[int, ...]]:
     return itertools.product(range(c), repeat=n)
 
 
-def constrained_optimum(p: PipelineProblem, c: int, *, ring: bool, triangle: bool) -> float | None:
+def constrained_optimum(p: PipelineProblem, c: int, *, ring: bool, triangle: bool,
+                        all_chips: bool = False) -> float | None:
     """min bottleneck over all valid labellings (canonical schedule), None if none is valid."""
     best = None
     for labels in all_labellings(p.n, c):
-        if first_violation(p, labels, c, ring=ring, triangle=triangle, memory=False) is not None:
+        if first_violation(p, labels, c, ring=ring, triangle=triangle, memory=False,
+                           all_chips=all_chips) is not None:
             continue
         rank = _rank_labels(p, labels)
         assert rank is not None

@@ -4,6 +4,7 @@ solver (SAMPLE, FIX) against brute force, the paper's Figure 2 cases, bad input.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -63,40 +64,79 @@ def _tiny_cases(count: int) -> list[tuple[PipelineProblem, Constraints]]:
         flags = rng.random(4) < 0.5
         check = (CHECK + "first_chip_even") if flags[3] else None
         memory_hard = bool(rng.random() < 0.5) and p.memory is not None
-        out.append((p, Constraints(chips=c, ring=bool(flags[0]), no_triangle=bool(flags[1] or not flags[0]),
-                                   memory_hard=memory_hard, check=check)))
+        # no ring, the prefix reading of equation 3 (ring) and the strict one (all_chips), in turn
+        ring, all_chips = (False, False) if not flags[0] else (True, i % 2 == 1)
+        out.append((p, Constraints(chips=c, ring=ring, no_triangle=bool(flags[1] or not flags[0]),
+                                   memory_hard=memory_hard, check=check, all_chips=all_chips)))
     return out
 
 
 CASES = _tiny_cases(220)
 
 
-def test_evaluator_agrees_with_independent_checker_on_every_labelling() -> None:
-    _check_every_labelling(CASES[::4])  # every verdict occurs in the first 7 cases
+@pytest.mark.parametrize("strict", [False, True])
+def test_evaluator_agrees_with_independent_checker_on_every_labelling(strict: bool) -> None:
+    _check_every_labelling(CASES[::4], strict)  # every verdict occurs in the first cases
 
 
 @pytest.mark.slow
-def test_evaluator_agrees_with_independent_checker_on_every_labelling_sweep() -> None:
-    _check_every_labelling(CASES)
+@pytest.mark.parametrize("strict", [False, True])
+def test_evaluator_agrees_with_independent_checker_on_every_labelling_sweep(strict: bool) -> None:
+    _check_every_labelling(CASES, strict)
 
 
-def _check_every_labelling(cases: list[tuple[PipelineProblem, Constraints]]) -> None:
+def _check_every_labelling(cases: list[tuple[PipelineProblem, Constraints]], strict: bool) -> None:
+    """Every case, the ring ones under the prefix reading of equation 3 (``strict`` False) or
+    under the strict one (True: every ring case again with ``all_chips``)."""
     seen: dict[str | None, int] = {}
     for p, cons in cases:
-        for labels in all_labellings(p.n, cons.chips):
-            want = first_violation(p, labels, cons.chips, ring=cons.ring, triangle=cons.no_triangle,
-                                   memory=cons.memory_hard,
-                                   check=first_chip_even if cons.check else None)
-            got = _violation(p, labels, cons)
-            assert got == want, (p.edges.tolist(), labels, cons)
+        if strict and not cons.ring:
+            continue
+        rc = replace(cons, all_chips=strict) if cons.ring else cons
+        for labels in all_labellings(p.n, rc.chips):
+            want = first_violation(p, labels, rc.chips, ring=rc.ring, all_chips=rc.all_chips,
+                                   triangle=rc.no_triangle, memory=rc.memory_hard,
+                                   check=first_chip_even if rc.check else None)
+            got = _violation(p, labels, rc)
+            assert got == want, (p.edges.tolist(), labels, rc)
             seen[want] = seen.get(want, 0) + 1
     # every verdict occurs, so each branch of the checker was exercised
-    assert {"ring-order", "no-skip", "cycle", "triangle", "memory", "check", None} <= set(seen), seen
+    assert {"ring-order", "no-skip", "triangle", "memory", "check", None} | ({"cycle"} if not strict else set()) \
+        <= set(seen), seen
+
+
+def test_prefix_reading_is_feasible_on_every_graph_and_the_strict_one_is_not() -> None:
+    """Equation 3 by brute force on every tiny DAG of :data:`CASES` (>= 200), with the solver's
+    verdict beside it: under the prefix reading some labelling is valid (everything on chip 0)
+    and uses chips 0..m; under the strict one some graphs have none, and the solver proves it."""
+    rng = np.random.default_rng(2)
+    only_prefix = 0
+    for p, cons in CASES:
+        prefix = Constraints(chips=cons.chips, ring=True, no_triangle=True)
+        strict = replace(prefix, all_chips=True)
+        ok = {r.reading: {lab for lab in all_labellings(p.n, r.chips)
+                          if first_violation(p, lab, r.chips, ring=True, all_chips=r.all_chips, triangle=True,
+                                             memory=False) is None} for r in (prefix, strict)}
+        assert (0,) * p.n in ok["prefix"] and ok["all-chips"] <= ok["prefix"]
+        assert all(set(lab) == set(range(max(lab) + 1)) for lab in ok["prefix"])
+        for r in (prefix, strict):
+            out = ConstraintSolver(p, r).sample(None, rng=rng)
+            assert out.status == ("valid" if ok[r.reading] else "infeasible"), (p.edges.tolist(), r)
+            assert out.chips is None or tuple(out.chips.tolist()) in ok[r.reading]
+        only_prefix += not ok["all-chips"]
+    assert len(CASES) >= 200 and only_prefix >= 10, only_prefix
 
 
 def _static_feasible(p: PipelineProblem, cons: Constraints) -> bool:
-    return any(first_violation(p, labels, cons.chips, ring=cons.ring, triangle=cons.no_triangle,
-                               memory=False) is None for labels in all_labellings(p.n, cons.chips))
+    return any(first_violation(p, labels, cons.chips, ring=cons.ring, all_chips=cons.all_chips,
+                               triangle=cons.no_triangle, memory=False) is None
+               for labels in all_labellings(p.n, cons.chips))
+
+
+def _static_readings(cases: list[tuple[PipelineProblem, Constraints]]) -> list[tuple[PipelineProblem, Constraints]]:
+    """The static part of each case, a ring case under both readings of equation 3."""
+    return [(p, Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle, all_chips=a))
+            for p, cons in cases for a in ((False, True) if cons.ring else (False,))]
 
 
 @pytest.mark.parametrize("mode", ["sample", "fix", "cp-sat"])
@@ -104,11 +144,10 @@ def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
     """``cp-sat``: SAMPLE with no backtracking allowed, so every conflict goes to the CP-SAT fallback."""
     rng = np.random.default_rng(3)
     verdicts = {"valid": 0, "infeasible": 0}
-    for p, cons in CASES[:160]:
-        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle)
+    for p, static in _static_readings(CASES):
         solver = ConstraintSolver(p, static, max_fails=0 if mode == "cp-sat" else None)
         feasible = _static_feasible(p, static)
-        for _ in range(3):
+        for _ in range(2):
             if mode != "fix":
                 out = solver.sample(rng.random((p.n, static.chips)), rng.permutation(p.n), rng)
             else:
@@ -117,11 +156,12 @@ def test_solver_finds_a_valid_partition_iff_one_exists(mode: str) -> None:
             if out.valid:
                 assert out.chips is not None
                 assert first_violation(p, tuple(out.chips.tolist()), static.chips, ring=static.ring,
-                                       triangle=static.no_triangle, memory=False) is None
+                                       all_chips=static.all_chips, triangle=static.no_triangle,
+                                       memory=False) is None
                 assert out.objective == evaluate(p, out.chips, constraints=static).objective
             verdicts[out.status] += 1
             verdicts[out.via] = verdicts.get(out.via, 0) + 1
-    assert min(verdicts["valid"], verdicts["infeasible"]) > 10, verdicts
+    assert min(verdicts["valid"], verdicts["infeasible"]) >= 8, verdicts
     if mode == "cp-sat":
         assert verdicts.get("cp-sat", 0) >= 3, verdicts
 
@@ -139,7 +179,7 @@ def test_cp_sat_without_the_triangle_in_its_model_returns_only_valid_partitions(
     for p, cons in CASES[:160]:
         if not cons.no_triangle or cons.chips < 3 or p.m == 0:  # (without edges the model is whole)
             continue
-        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=True)
+        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=True, all_chips=cons.all_chips)
         solver = ConstraintSolver(p, static)
         feasible = _static_feasible(p, static)
         for _ in range(3):
@@ -149,6 +189,7 @@ def test_cp_sat_without_the_triangle_in_its_model_returns_only_valid_partitions(
             if out.valid:
                 assert out.chips is not None and out.via in ("cp-sat", "witness")
                 assert first_violation(p, tuple(out.chips.tolist()), static.chips, ring=static.ring,
+                                       all_chips=static.all_chips,
                                        triangle=True, memory=False) is None
             key = (feasible, out.status + ("" if out.status != "valid" else " via " + out.via))
             seen[key] = seen.get(key, 0) + 1
@@ -229,6 +270,21 @@ def test_figure2_invalid_partitions_are_rejected_by_name(labels: list[int], name
     assert f"violates {name}" in str(err.value)
 
 
+def test_no_skip_under_both_readings_names_the_empty_chip() -> None:
+    """Equation 3 (``ring``): chips 0..m used, any m; ``all_chips``: every chip used."""
+    p = _graph(5, FIG2)
+    prefix = Constraints(chips=4, ring=True)
+    strict = Constraints(chips=4, all_chips=True)
+    assert strict.ring and strict.reading == "all-chips" and prefix.reading == "prefix"
+    for labels in ([0, 0, 0, 0, 0], [0, 1, 1, 2, 2]):
+        evaluate(p, labels, k=4, constraints=prefix)
+        with pytest.raises(ConstraintViolation, match=r"no-skip: chip \d is empty \(--all-chips"):
+            evaluate(p, labels, k=4, constraints=strict)
+    with pytest.raises(ConstraintViolation, match="no-skip: chip 1 is empty below chip 3, which is used"):
+        evaluate(p, [0, 0, 2, 3, 3], k=4, constraints=prefix)
+    evaluate(p, [0, 1, 2, 3, 3], k=4, constraints=strict)
+
+
 def test_figure2_valid_partition_and_unconstrained_evaluation_unchanged() -> None:
     p = _graph(5, FIG2, param=[1, 6, 1, 6, 1], memory=12)
     cons = Constraints(chips=3, ring=True, no_triangle=True, memory_hard=True)
@@ -241,7 +297,7 @@ def test_figure2_valid_partition_and_unconstrained_evaluation_unchanged() -> Non
 def test_bad_options_fail_with_one_line() -> None:
     p = _graph(3, [(0, 1), (1, 2)])
     for cons, text in [(Constraints(chips=0), "--chips: must be >= 1"),
-                       (Constraints(chips=4, ring=True), "--chips: 4 chips but only 3 nodes"),
+                       (Constraints(chips=4, all_chips=True), "--chips: 4 chips but only 3 nodes"),
                        (Constraints(chips=2, memory_hard=True), "--memory-hard needs a memory limit"),
                        (Constraints(chips=2, check="no_such_module_xyz:f"), "--check: cannot import"),
                        (Constraints(chips=2, check="nocolon"), "--check: expected MODULE:FUNCTION"),
@@ -250,6 +306,7 @@ def test_bad_options_fail_with_one_line() -> None:
             cons.validate(p)
         assert text in str(err.value) and "\n" not in str(err.value)
     Constraints(chips=4).validate(p)  # at most 4 blocks without --ring: fine
+    Constraints(chips=4, ring=True).validate(p)  # the used chips a prefix: fine too
 
 
 # ----------------------------------------------------------------------------- MIP and bounds
@@ -264,27 +321,44 @@ def _mip_cases() -> list[tuple[PipelineProblem, Constraints]]:
     return out
 
 
+def _readings(cons: Constraints) -> list[Constraints]:
+    return [replace(cons, all_chips=False), replace(cons, all_chips=True)]
+
+
 @pytest.mark.mip
 def test_constrained_exact_mip_equals_brute_force_and_every_bound_is_below() -> None:
     from gapstop.problems.pipeline import bounds
     from tests.problems.pipeline.mcm_reference import constrained_optimum
 
     differs = 0
-    for i, (p, cons) in enumerate(_mip_cases()):
-        opt = constrained_optimum(p, cons.chips, ring=cons.ring, triangle=cons.no_triangle)
-        ex = bounds.exact_bound(p, cons.chips, 10.0, constraints=cons)
-        if opt is None:
-            assert ex.status == "infeasible", (p.edges.tolist(), cons)
-            continue
-        assert ex.status == "optimal" and ex.value <= opt
-        assert ex.value == pytest.approx(opt, rel=1e-6), (p.edges.tolist(), cons)
-        got = evaluate(p, ex.detail["blocks"], k=cons.chips, constraints=cons)  # a valid partition
-        assert got.objective == pytest.approx(opt, rel=1e-12)
-        for method in bounds.METHODS if i % 4 == 0 else ("simple", "bottleneck"):  # the others take seconds
-            if method != "exact":
-                assert bounds.lower_bound(p, cons.chips, method, 10.0).value <= opt, method
-        differs += opt > bounds.exact_bound(p, cons.chips, 10.0).value * (1 + 1e-6)
-    assert differs >= 3, differs  # the constraints raise the optimum on some of these graphs
+    strict_above = 0
+    for i, (p, ring) in enumerate(_mip_cases()):
+        opts = []
+        for cons in _readings(ring):  # the prefix reading (--ring), then the strict one (--all-chips)
+            opt = constrained_optimum(p, cons.chips, ring=cons.ring, all_chips=cons.all_chips,
+                                      triangle=cons.no_triangle)
+            opts.append(opt)
+            ex = bounds.exact_bound(p, cons.chips, 10.0, constraints=cons)
+            assert ex.detail["mcm"]["no_skip"] == cons.reading
+            if opt is None:
+                assert ex.status == "infeasible", (p.edges.tolist(), cons)
+                continue
+            assert ex.status == "optimal" and ex.value <= opt
+            assert ex.value == pytest.approx(opt, rel=1e-6), (p.edges.tolist(), cons)
+            got = evaluate(p, ex.detail["blocks"], k=cons.chips, constraints=cons)  # a valid partition
+            assert got.objective == pytest.approx(opt, rel=1e-12)
+            if not cons.all_chips:
+                for method in bounds.METHODS if i % 4 == 0 else ("simple", "bottleneck"):  # others take seconds
+                    if method != "exact":
+                        assert bounds.lower_bound(p, cons.chips, method, 10.0).value <= opt, method
+                differs += opt > bounds.exact_bound(p, cons.chips, 10.0).value * (1 + 1e-6)
+        prefix, strict = opts
+        assert prefix is not None  # everything on chip 0
+        # the strict reading is a restriction: its optimum (and so its bound) may lie above the
+        # prefix reading's optimum, and is then no lower bound of it
+        strict_above += strict is None or strict > prefix * (1 + 1e-9)
+    assert differs >= 2, differs  # the triangle constraint raises the optimum on some of these graphs
+    assert strict_above >= 3, strict_above
 
 
 # ----------------------------------------------------------------------------- searches
@@ -325,12 +399,12 @@ def test_closest_keeps_as_many_proposed_chips_as_the_best_valid_partition() -> N
     otherwise."""
     rng = np.random.default_rng(11)
     checked = {"valid": 0, "infeasible": 0}
-    for p, cons in CASES:
-        static = Constraints(chips=cons.chips, ring=cons.ring, no_triangle=cons.no_triangle)
+    for p, static in _static_readings(CASES):
         solver = ConstraintSolver(p, static)
         target = rng.integers(0, static.chips, p.n)
         valid = [labels for labels in all_labellings(p.n, static.chips)
-                 if first_violation(p, labels, static.chips, ring=static.ring, triangle=static.no_triangle,
+                 if first_violation(p, labels, static.chips, ring=static.ring,
+                                    all_chips=static.all_chips, triangle=static.no_triangle,
                                     memory=False) is None]
         out = solver.closest(target, rng, time_limit_s=5.0)
         if not valid:
@@ -377,7 +451,7 @@ def test_brkga_fix_island_step_ends_inside_a_slow_generation() -> None:
     from gapstop.problems.pipeline.mcm_search import BrkgaFixSearch
 
     p = random_dag(40, 5, p=0.15)
-    cons = Constraints(chips=6, ring=True, no_triangle=True)
+    cons = Constraints(chips=6, no_triangle=True, all_chips=True)  # (the prefix reading is easy here)
     isl = BrkgaFixSearch(p, cons, np.random.default_rng(0), population=100, closest_share=0.0)
     t = time.monotonic()
     made = isl.step(1.0)

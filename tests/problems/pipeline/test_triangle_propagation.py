@@ -14,26 +14,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gapstop.problems.pipeline._propagate import BUDGET, FOUND, constrained_dfs
+from gapstop.problems.pipeline._propagate import BUDGET, FOUND, RING_ALL, RING_NONE, RING_PREFIX, constrained_dfs
 from gapstop.problems.pipeline.constraints import Constraints, ConstraintSolver
 from gapstop.problems.pipeline.generators import random_dag
 from gapstop.problems.pipeline.model import PipelineProblem
 from tests.problems.pipeline.mcm_reference import all_labellings, first_violation
 
 
-def _valid_monotone(p: PipelineProblem, c: int, ring: bool) -> np.ndarray:
-    """Every valid labelling (ring order / no skip if ``ring``, triangle) that is monotone
-    along edges (the kernel's labels; without ``ring`` every valid partition has one)."""
+def _valid_monotone(p: PipelineProblem, c: int, ring: int) -> np.ndarray:
+    """Every valid labelling (ring order / no skip if ``ring``: the used chips a prefix with
+    RING_PREFIX, all chips with RING_ALL; triangle) that is monotone along edges (the
+    kernel's labels; without ``ring`` every valid partition has one)."""
     out = []
     for labels in all_labellings(p.n, c):
         if p.m and any(labels[u] > labels[v] for u, v in p.edges.tolist()):
             continue
-        if first_violation(p, labels, c, ring=ring, triangle=True, memory=False) is None:
+        if first_violation(p, labels, c, ring=ring != RING_NONE, all_chips=ring == RING_ALL, triangle=True,
+                           memory=False) is None:
             out.append(labels)
     return np.array(out, dtype=np.int64).reshape(-1, p.n)
 
 
-def _probe(p: PipelineProblem, c: int, ring: bool, prefix: np.ndarray, values: np.ndarray, tri_prop: bool
+def _probe(p: PipelineProblem, c: int, ring: int, prefix: np.ndarray, values: np.ndarray, tri_prop: bool
            ) -> tuple[bool, np.ndarray]:
     """Decide ``prefix`` on ``values`` in order with no backtracking allowed. Returns whether
     every decision passed propagation as given, and the domains (int64[2, n]) afterwards."""
@@ -47,13 +49,15 @@ def _probe(p: PipelineProblem, c: int, ring: bool, prefix: np.ndarray, values: n
     return accepted, dom
 
 
-def _cases(count: int, seed: int) -> list[tuple[PipelineProblem, int, bool]]:
+def _cases(count: int, seed: int) -> list[tuple[PipelineProblem, int, int]]:
+    """Tiny DAGs with C and a ring mode: none (a quarter), else each reading of equation 3 in turn."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(count):
         c = int(rng.integers(2, 5))
         n = int(rng.integers(c + 1, {2: 7, 3: 7, 4: 6}[c] + 1))
-        out.append((random_dag(n, 3000 + i, p=float(rng.uniform(0.25, 0.7))), c, bool(rng.random() < 0.75)))
+        ring = (RING_PREFIX, RING_ALL)[i % 2] if rng.random() < 0.75 else RING_NONE
+        out.append((random_dag(n, 3000 + i, p=float(rng.uniform(0.25, 0.7))), c, ring))
     return out
 
 
@@ -104,11 +108,12 @@ def _random_monotone(p: PipelineProblem, c: int, rng: np.random.Generator) -> np
 
 
 def _triangle_infeasible_cases() -> list[tuple[PipelineProblem, int]]:
-    """Tiny DAGs where ring order + no skip admit partitions but the triangle constraint
-    admits none (brute force), plus feasible ones for contrast."""
+    """Tiny DAGs where ring order + every chip used admit partitions but the triangle
+    constraint admits none (brute force), plus feasible ones for contrast. (Under the prefix
+    reading of equation 3 everything on chip 0 is always valid.)"""
     out = []
     for p, c, _ in _cases(160, 2):
-        ring_ok = any(first_violation(p, lab, c, ring=True, triangle=False, memory=False) is None
+        ring_ok = any(first_violation(p, lab, c, ring=True, all_chips=True, triangle=False, memory=False) is None
                       for lab in all_labellings(p.n, c))
         if ring_ok:
             out.append((p, c))
@@ -120,8 +125,8 @@ def test_solver_decides_triangle_feasibility_like_brute_force(mode: str) -> None
     rng = np.random.default_rng(9)
     kinds = {"valid": 0, "infeasible": 0}
     for p, c in _triangle_infeasible_cases():
-        feasible = len(_valid_monotone(p, c, True)) > 0
-        solver = ConstraintSolver(p, Constraints(chips=c, ring=True, no_triangle=True))
+        feasible = len(_valid_monotone(p, c, RING_ALL)) > 0
+        solver = ConstraintSolver(p, Constraints(chips=c, no_triangle=True, all_chips=True))
         for _ in range(2):
             out = (solver.sample(rng.random((p.n, c)), rng.permutation(p.n), rng) if mode == "sample"
                    else solver.fix(rng.integers(0, c, p.n), rng.permutation(p.n), rng))
@@ -129,7 +134,7 @@ def test_solver_decides_triangle_feasibility_like_brute_force(mode: str) -> None
             assert out.via == "propagation"  # decided by the search, not by CP-SAT
             if out.valid:
                 assert out.chips is not None
-                assert first_violation(p, tuple(out.chips.tolist()), c, ring=True, triangle=True,
+                assert first_violation(p, tuple(out.chips.tolist()), c, ring=True, all_chips=True, triangle=True,
                                        memory=False) is None
             kinds[out.status] += 1
     # both verdicts occur, and the infeasible ones are infeasible because of the triangle
@@ -159,14 +164,14 @@ def residual_blocks(blocks: int, length: int) -> PipelineProblem:
 
 
 def test_propagation_solves_what_the_forward_check_could_not() -> None:
-    """Long residual blocks: after a second chip boundary inside a block the forward check
+    """Long residual blocks on every chip (``all_chips``): after a second chip boundary inside a block the forward check
     sees the triangle only when the block's ``add`` is decided, eight decisions later, and
     chronological backtracking runs out of its budget (200) in every call. Propagation
     bounds the rest of the block as soon as its first boundary is placed."""
     p = residual_blocks(12, 8)
     c = 9
-    args = (c, True, True, -1, p.succ_ptr, p.succ, p.pred_ptr, p.pred, p.size_param, p.size_out)
-    solver = ConstraintSolver(p, Constraints(chips=c, ring=True, no_triangle=True))
+    args = (c, RING_ALL, True, -1, p.succ_ptr, p.succ, p.pred_ptr, p.pred, p.size_param, p.size_out)
+    solver = ConstraintSolver(p, Constraints(chips=c, no_triangle=True, all_chips=True))
     rng = np.random.default_rng(0)
     wins = {True: 0, False: 0}
     for _ in range(20):
@@ -176,7 +181,8 @@ def test_propagation_solves_what_the_forward_check_could_not() -> None:
             status, chips, _ = constrained_dfs(seq, np.full(p.n, -1, np.int64), np.zeros((0, c)), False, seed,
                                                *args, 200, prop)
             if status == FOUND:
-                assert first_violation(p, tuple(chips.tolist()), c, ring=True, triangle=True, memory=False) is None
+                assert first_violation(p, tuple(chips.tolist()), c, ring=True, all_chips=True, triangle=True,
+                                       memory=False) is None
                 wins[prop] += 1
             else:
                 assert status == BUDGET
