@@ -102,7 +102,7 @@ def test_all_chips_infeasibility_is_proven_and_ring_uses_fewer_chips(tmp_path: P
 def test_a_raising_check_rejects_partitions_without_ending_the_run(tiny: Path, tmp_path: Path, flag: str) -> None:
     out = tmp_path / "r.json"
     res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "--chips", "3", flag, "--check", RAISING,
-                                    "--in-process", "--time-limit", "2", "--no-bounds", "--islands", "3",
+                                    "--in-process", "--time-limit", "6", "--no-bounds", "--islands", "3",
                                     "--quiet", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
