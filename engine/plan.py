@@ -35,11 +35,6 @@ def slot_plan(total: int, with_bounds: bool, islands: int | None = None) -> tupl
     return n_search, n_bound
 
 
-def job_name(spec: JobSpec | Mapping[str, Any]) -> str:
-    """A bound job's name: its kind, and its member index if any (``guess[3]``)."""
-    return JobSpec.of(spec).name
-
-
 def default_head_start(time_limit_s: float) -> float:
     """Seconds the dedicated bound job runs alone: 20 % of the run, within [2 s, 20 s].
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -224,7 +223,7 @@ def _solve_module_split(problem: Any, k: int, time_limit: float, target_gap: flo
         return
     click.echo("stages begin at submodule calls (--split-at module): optimal among such plans; the gap is "
                "against the unrestricted lower bound")
-    if not (fmt == "summary" or (fmt is None and sys.stdout.isatty())):  # else printed with the summary
+    if not wants_summary(fmt):  # else printed with the summary
         for line in stage_lines(doc["stages"]):
             click.echo(line)
     click.echo(f"split_spec: {json.dumps(doc['split_spec'])}")
