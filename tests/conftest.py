@@ -4,7 +4,9 @@
 Ray: the tests that run on Ray share one local instance (fixture ``shared_ray``), started by
 the first of them. The tests marked ``ray`` run first, so the shared instance is stopped as
 soon as they are done, not left idle beside the rest. A test that needs a cluster of its own
-(two nodes, a fresh process tree, another process's Ray) is marked ``cluster`` and runs last."""
+(two nodes, a fresh process tree, another process's Ray) is marked ``cluster`` and runs last.
+With two test processes (pytest-xdist, the default ``-n 2``) all of these run in one of them,
+in that order, while the other runs the rest: never two Ray instances at once."""
 
 from __future__ import annotations
 
@@ -40,7 +42,12 @@ def _own_finish_costs(tmp_path_factory: pytest.TempPathFactory):
     os.environ.pop("GAPSTOP_CACHE", None)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # one test process runs every Ray test, one after the other (-n 2 --dist loadgroup)
+        if item.get_closest_marker("ray") is not None or item.get_closest_marker("cluster") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
     def group(item: pytest.Item) -> int:
         if item.get_closest_marker("cluster") is not None:
             return 2

@@ -53,7 +53,7 @@ def test_solve_reaches_optimum_and_writes_a_consistent_result(tmp_path: Path, me
 
 
 def test_solve_search_only_stops_at_time_limit(tiny: Path) -> None:
-    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "5",
+    res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "2",
                                     "--no-bounds", "--quiet", "--in-process"])
     assert res.exit_code == 0, res.output
     assert "objective" in res.output
@@ -116,7 +116,7 @@ def test_process_exit_keeps_output_files_and_codes(tiny: Path, tmp_path: Path) -
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "r.json"
-    cmd = [sys.executable, str(root / "launch.py"), "pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "6",
+    cmd = [sys.executable, str(root / "launch.py"), "pipeline", "solve", str(tiny), "-k", "2", "--time-limit", "3",
            "--no-bounds", "--quiet", "--in-process", "--out", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=120)
     assert res.returncode == 0, res.stderr

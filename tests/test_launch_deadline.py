@@ -44,7 +44,7 @@ def test_intraop_in_process_ends_within_the_limit_with_its_answer(fmt: str, tmp_
 
 
 def test_pipeline_in_process_ends_within_the_limit_with_its_answer(tmp_path: Path) -> None:
-    limit = 8.0
+    limit = 4.0
     wall, proc, doc = _run(["pipeline", "solve", str(REGAL), "-k", "4", "--in-process", "--no-bounds"], limit,
                            tmp_path)
     assert wall < limit, f"took {wall:.2f} s for --time-limit {limit}"
@@ -74,7 +74,7 @@ def test_when_the_watchdog_answers_the_run_directory_gets_its_final_result(tmp_p
     """A finish that never ends (here: the session's final writes hang): the watchdog prints the
     answer and ends the process before the limit, and the run directory's result.json is that
     answer, not the running document the run left."""
-    limit = 8.0
+    limit = 4.0
     run_dir = tmp_path / "run"
     script = (
         "import sys, time\n"

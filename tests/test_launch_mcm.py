@@ -102,7 +102,7 @@ def test_all_chips_infeasibility_is_proven_and_ring_uses_fewer_chips(tmp_path: P
 def test_a_raising_check_rejects_partitions_without_ending_the_run(tiny: Path, tmp_path: Path, flag: str) -> None:
     out = tmp_path / "r.json"
     res = CliRunner().invoke(main, ["pipeline", "solve", str(tiny), "--chips", "3", flag, "--check", RAISING,
-                                    "--in-process", "--time-limit", "6", "--no-bounds", "--islands", "3",
+                                    "--in-process", "--time-limit", "4", "--no-bounds", "--islands", "3",
                                     "--quiet", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
@@ -116,7 +116,7 @@ def test_a_raising_check_rejects_partitions_without_ending_the_run(tiny: Path, t
 def _solve_tight(f: Path, out: Path, flags: list[str]) -> Any:
     prove = flags == ["--all-chips"]
     return CliRunner().invoke(main, ["pipeline", "solve", str(f), "--chips", "3", "--memory-hard", *flags,
-                                     "--in-process", "--time-limit", "30" if prove else "3",
+                                     "--in-process", "--time-limit", "30" if prove else "2",
                                      *([] if prove else ["--no-bounds"]), "--quiet", "--out", str(out)])
 
 

@@ -90,6 +90,8 @@ def test_neighbourhood_moves_take_a_poor_incumbent_to_the_brute_force_optimum() 
         assert costs[0] < evaluate(p, start).cost and costs[-1] == opt  # the whole graph fits one move
         assert {s for _, s in ctx.reported} == {"lagrangian-neighbourhood"}
         checked += 1
+        if checked == 4:   # each case runs its 1 s deadline out
+            break
     assert checked >= 4
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gapstop.engine.local_runner import run_local
 from gapstop.problems import registry
@@ -29,16 +29,20 @@ def solve_in_process(p: PipelineProblem, k: int, tmp: Path, time_limit_s: float,
 
 
 class FakeJobContext:
-    """A bound job's ctx: a fixed incumbent, solutions and bounds collected, stop after ``seconds``."""
+    """A bound job's ctx: a fixed incumbent, solutions and bounds collected, stop after ``seconds``,
+    or earlier once ``done(ctx)`` holds (what the test checks is in: the rest of the job's time
+    would check nothing more)."""
 
-    def __init__(self, cost: float | None, solution: dict[str, Any] | None, seconds: float) -> None:
+    def __init__(self, cost: float | None, solution: dict[str, Any] | None, seconds: float,
+                 done: Callable[[FakeJobContext], bool] | None = None) -> None:
         self.inc = (cost, solution)
         self.solutions: list[tuple[dict[str, Any], str]] = []
         self.bounds: list[Any] = []
         self.end = time.monotonic() + seconds
+        self.done = done
 
     def should_stop(self) -> bool:
-        return time.monotonic() >= self.end
+        return time.monotonic() >= self.end or (self.done is not None and self.done(self))
 
     def time_left(self) -> float:
         return max(0.0, self.end - time.monotonic())

@@ -140,7 +140,8 @@ def test_the_exact_jobs_lns_searches_the_original_graph_after_a_contracted_mip()
     k = 8
     start = poor_split(p, k, 2)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
-    ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
+    ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0,
+                         done=lambda c: any(s == "mip-lns" for _, s in c.solutions))
     run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     sources = {s for _, s in ctx.solutions}
     assert "mip-lns" in sources

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -191,7 +191,8 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
     k = 4
     start = poor_split(p, k, 5)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
-    ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 3.0)
+    ctx = FakeJobContext(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 3.0,
+                         done=_lns_reported)
     _lns_loop(p, k, ctx, 0, 1, lambda ev: None)
     assert ctx.solutions
     costs = []
@@ -201,9 +202,14 @@ def test_exact_jobs_lns_loop_reports_evaluated_gains_from_the_incumbent() -> Non
     assert min(costs) < start_cost
 
 
+def _lns_reported(ctx: FakeJobContext) -> bool:
+    return any(source == "mip-lns" for _, source in ctx.solutions)
+
+
 class _SourcesCtx(FakeJobContext):
-    def __init__(self, cost: float, solution: dict[str, Any], seconds: float) -> None:
-        super().__init__(cost, solution, seconds)
+    def __init__(self, cost: float, solution: dict[str, Any], seconds: float,
+                 done: Callable[[FakeJobContext], bool] | None = None) -> None:
+        super().__init__(cost, solution, seconds, done)
         self.sources: list[str] = []
 
     def solution(self, solution: dict[str, Any], source: str) -> None:
@@ -220,7 +226,11 @@ def test_exact_job_hands_over_to_the_lns_where_communication_matters() -> None:
     k = 8
     start = poor_split(p, k, 2)
     start_cost = evaluate(p, start.blocks, start.order, k=k).objective
-    ctx = _SourcesCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0)
+    def handed_over(c: FakeJobContext) -> bool:
+        return _lns_reported(c) and {"exact", "spectral"} <= {b.method for b in c.bounds}
+
+    ctx = _SourcesCtx(start_cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, 6.0,
+                      done=handed_over)
     run_bound_job(p, k, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     methods = {b.method for b in ctx.bounds}
     assert {"exact", "spectral"} <= methods
@@ -262,10 +272,11 @@ def test_the_lns_yields_its_slot_once_stalled_only_when_asked(monkeypatch: pytes
     _check_reported(p, k, ctx)
 
 
-def _from_poor_split(p: PipelineProblem, k: int, seed: int, seconds: float) -> _SourcesCtx:
+def _from_poor_split(p: PipelineProblem, k: int, seed: int, seconds: float,
+                     done: Callable[[FakeJobContext], bool] | None = None) -> _SourcesCtx:
     start = poor_split(p, k, seed)
     cost = evaluate(p, start.blocks, start.order, k=k).objective
-    return _SourcesCtx(cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, seconds)
+    return _SourcesCtx(cost, {"blocks": start.blocks.tolist(), "order": start.order.tolist()}, seconds, done)
 
 
 def _check_reported(p: PipelineProblem, k: int, ctx: _SourcesCtx) -> None:
@@ -283,7 +294,7 @@ def test_the_lns_job_runs_from_the_incumbent_and_skips_memory_graphs(monkeypatch
 
     monkeypatch.setattr(run, "HINTED_MIP_S", 0.1)
     p, k = regal_like(31, n=60), 8
-    ctx = _from_poor_split(p, k, 2, 4.0)
+    ctx = _from_poor_split(p, k, 2, 4.0, done=_lns_reported)
     run.run_bound_job(p, k, {"kind": "lns", "yield_when_stalled": True, "turn": 1}, ctx, seed=0, num_workers=1)
     assert "mip-lns" in ctx.sources
     _check_reported(p, k, ctx)

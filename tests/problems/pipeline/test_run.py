@@ -81,10 +81,12 @@ def test_exact_job_adds_the_end_blocks_bound_where_communication_matters() -> No
     from gapstop.problems.pipeline.generators import regal_like
 
     class _Stopping(_Ctx):
-        """Asks the job to stop at its deadline, as the driver does (the LNS runs until then)."""
+        """Asks the job to stop at its deadline, as the driver does (the LNS runs until then), or once
+        what the test checks is in: the end-blocks bound and a solution to compare it with."""
 
         def should_stop(self) -> bool:
-            return self.time_left() <= 0.0
+            done = self.solutions and any(b.method == "end-blocks" for b in self.bounds)
+            return bool(done) or self.time_left() <= 0.0
 
     p = regal_like(7, n=80)   # heaviest-block alone 1.03 x spectral at k = 4 (test_heaviest_block)
     ctx = _Stopping(15.0)
@@ -103,11 +105,12 @@ def test_exact_job_adds_the_block_cover_bound_where_communication_matters() -> N
     from gapstop.problems.pipeline.generators import regal_like
 
     class _Stopping(_Ctx):
-        def should_stop(self) -> bool:
-            return self.time_left() <= 0.0
+        def should_stop(self) -> bool:   # at the deadline, or once a block-cover bound and a solution are in
+            done = self.solutions and any(b.method == "block-cover" for b in self.bounds)
+            return bool(done) or self.time_left() <= 0.0
 
     p = regal_like(9, n=40)
-    ctx = _Stopping(10.0)
+    ctx = _Stopping(6.0)
     run_bound_job(p, 12, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     cover = [b.value for b in ctx.bounds if b.method == "block-cover"]
     assert cover, [b.method for b in ctx.bounds]
@@ -166,7 +169,7 @@ def test_models_too_large_skip_themselves_with_the_reason_at_once(monkeypatch: p
             return self.time_left() <= 0.0
 
     for spec in ({"kind": "bottleneck"}, {"kind": "guess", "j": 2, "group": "g"}, {"kind": "lns"}, {"kind": "exact"}):
-        ctx = _Stopping(3.0)
+        ctx = _Stopping(1.5)
         t0 = time.monotonic()
         run_bound_job(p, 4, spec, ctx, seed=0, num_workers=1)
         assert time.monotonic() - t0 < (1.0 if spec["kind"] != "exact" else 10.0)
