@@ -46,7 +46,9 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
     """Run ``search`` in epochs of ``epoch_s`` seconds until the session says stop (or ``quit()``).
 
     After each epoch its best new solution (``to_solution`` of what it found) and its
-    evaluation count go to the session, and a search with ``set_time_left(seconds)`` is told
+    evaluation count go to the session; the island's very first solution goes at once, from
+    inside the step (a run stopped then has an answer, although the step, e.g. a seeded first
+    generation, may go on for seconds). A search with ``set_time_left(seconds)`` is told
     the run's time left (inf without a limit); every ``migrate_every`` epochs it trades elites
     with the other islands and takes the run's incumbent. While the session holds the
     search workers (a bound job's head start) it waits between epochs: its first epoch
@@ -57,10 +59,19 @@ def run_island(search: Any, session: Any, name: str, to_solution: Callable[[Any]
     with cancel.stop_scope(quit):  # the loops inside a step see ``quit`` too
         total = 0
         epoch = 0
+        first_out = False
+
+        def improved(value: float, sol: Any) -> None:
+            nonlocal first_out
+            if first_out:
+                found.append(sol)
+            else:
+                first_out = True
+                session.report_solution(to_solution(sol), source_name(name, sol))
+
         while True:
             found: list[Any] = []
-            n: int = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s,
-                            lambda value, sol: found.append(sol), quit)
+            n: int = search.step(epoch_s if epoch or first_epoch_s is None else first_epoch_s, improved, quit)
             total += n
             epoch += 1
             if found:  # only the last (best) improvement of an epoch matters

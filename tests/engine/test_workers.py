@@ -77,3 +77,41 @@ def test_run_island_asks_a_search_to_prepare_once_after_its_first_epoch() -> Non
 
     assert run_island(Search(), Session(), "search-0", lambda s: s, migrate_every=0) == 3
     assert calls == ["step", "prepare", "step", "step"]
+
+
+def test_run_island_sends_its_first_solution_from_inside_the_step_and_then_the_best_of_each_epoch() -> None:
+    """A run stopped during the island's first (possibly long) step still has the island's first
+    solution; after that only the last improvement of an epoch goes out, at the epoch's end."""
+    from gapstop.engine.workers import run_island
+
+    sent: list[tuple[str, str]] = []
+    seen_inside: list[list[tuple[str, str]]] = []
+
+    class Search:
+        epochs = [["a", "b", "c"], ["d", "e"], []]
+
+        def step(self, budget_s, on_improvement, should_stop):  # noqa: ANN001, ANN201
+            for sol in self.epochs.pop(0):
+                on_improvement(0.0, sol)
+                seen_inside.append(list(sent))
+            return 1
+
+    class Session:
+        polls = 0
+
+        def report_solution(self, sol, source):  # noqa: ANN001, ANN201
+            sent.append((sol, source))
+
+        def report_evals(self, name, n):  # noqa: ANN001, ANN201
+            pass
+
+        def poll(self):  # noqa: ANN201
+            self.polls += 1
+            return RunStatus(stop="done" if self.polls >= 3 else None, ub=None, lb=None, gap=None, evals=0,
+                             elapsed=0.0, time_left=1.0)
+
+    assert run_island(Search(), Session(), "search-0", lambda s: s.upper(), migrate_every=0) == 3
+    assert seen_inside[0] == [("A", "search-0")]          # out before the step goes on
+    assert seen_inside[2] == [("A", "search-0")]          # the rest of the epoch waits for its end
+    assert sent == [("A", "search-0"), ("C", "search-0"), ("E", "search-0")]
+    assert seen_inside[3] == sent[:2]                     # the second epoch's improvements wait too
