@@ -44,6 +44,7 @@ sys.path.insert(0, {root!r})
 from gapstop.problems.pipeline.io import load_graph
 from gapstop.problems.pipeline.first_plan import first_plan
 from gapstop.problems.pipeline.run import run_bound_job
+from gapstop.engine.cancel import stop_scope
 
 def status_mb(field):
     for line in open("/proc/self/status"):
@@ -75,7 +76,9 @@ class Ctx:
         pass
 
 t0 = time.monotonic()
-run_bound_job(p, k, {spec!r}, Ctx({seconds}), seed=0, num_workers=1)
+ctx = Ctx({seconds})
+with stop_scope(ctx.should_stop):   # as the run's job thread has it: deep loops and CP-SAT see the stop
+    run_bound_job(p, k, {spec!r}, ctx, seed=0, num_workers=1)
 wall = time.monotonic() - t0
 peak = status_mb("VmHWM")
 last = {{}}

@@ -218,7 +218,7 @@ def test_islands_wait_after_one_epoch_for_the_exact_mips_head_start(tmp_path: Pa
     # an 11 s head start: the island's first epoch came 8.1 s in with the test run's other worker
     # busy beside it; after it the island compiles the annealing's kernels (about 7 s alone on a
     # fresh checkout, more beside the MIP), while held if the hold lasts, and must still search after
-    doc = run("pipeline", str(f), {"k": 8}, time_limit_s=18, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
+    doc = run("pipeline", str(f), {"k": 8}, time_limit_s=16, target_gap=0.0, seed=0, run_dir=str(tmp_path / "rd"),
               workers=2, head_start_s=11.0,
               progress=lambda st: seen.append((st["elapsed"], st["evals"], st["hold"])))
     assert doc["stopped_because"] == "time-limit"
