@@ -2,6 +2,7 @@
 
     python benchmarks/scale.py                       # quick: 2k and 8k nodes, k = 4 and 16, 10 s runs
     python benchmarks/scale.py --sizes 2k,8k,33k,100k --ks 4,16,64 --time-limit 60 --bases gpt2,regal
+    python benchmarks/scale.py --sizes 8k,100k --ks 16 --time-limit 60 --workers 2      # on Ray
 
 Graphs: shared real graphs (``--bases``, default gpt2, 514 nodes) chained end to end
 (:func:`problems.pipeline.generators.chained`: the last sink of copy r feeds every source of
@@ -61,14 +62,16 @@ def graphs(bases: list[str], sizes: list[str], out_dir: Path) -> list[tuple[str,
     return out
 
 
-def run(graph: Path, k: int, time_limit_s: float, work: Path) -> dict[str, Any]:
-    """One solve in a subprocess; its figures (see the module docstring)."""
+def run(graph: Path, k: int, time_limit_s: float, work: Path, workers: int | None = None) -> dict[str, Any]:
+    """One solve in a subprocess; its figures (see the module docstring). ``workers``: on Ray (a
+    local instance the command starts) with that many worker slots; None: the default local path."""
     from gapstop.engine.records import relative_gap
     from gapstop.engine.rundir import read_events
 
     run_dir, out = work / f"run-{graph.stem}-{k}", work / f"result-{graph.stem}-{k}.json"
     cmd = [sys.executable, str(ROOT / "launch.py"), "pipeline", "solve", str(graph), "-k", str(k),
-           "--time-limit", str(time_limit_s), "--quiet", "--run-dir", str(run_dir), "--out", str(out)]
+           "--time-limit", str(time_limit_s), "--quiet", "--run-dir", str(run_dir), "--out", str(out),
+           *([] if workers is None else ["--workers", str(workers)])]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -108,19 +111,23 @@ def main() -> None:
     ap.add_argument("--sizes", default="2k,8k", help=f"comma-separated, of {', '.join(SIZES)}")
     ap.add_argument("--ks", default="4,16")
     ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="run on Ray (started locally) with this many worker slots; peak RSS is then the driver's")
     a = ap.parse_args()
     sizes = a.sizes.split(",")
     if unknown := [s for s in sizes if s not in SIZES]:
         sys.exit(f"error: --sizes: unknown {unknown}; known: {', '.join(SIZES)}")
     ks = [int(x) for x in a.ks.split(",")]
-    print(f"{a.time_limit:g} s per run, {os.cpu_count()} CPUs, seed 0, memory null; times in the session's clock\n")
+    path = "threads (the default local path)" if a.workers is None else f"Ray, {a.workers} worker slots"
+    print(f"{a.time_limit:g} s per run, {os.cpu_count()} CPUs, {path}, seed 0, memory null; times in the session's "
+          "clock\n")
     print("| graph | k | first plan s | gap@10s | gap@60s | peak RSS GB | evals/s | outside s | exit |")
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="gapstop-scale-") as tmp:
         work = Path(tmp)
         for label, f in graphs(a.bases.split(","), sizes, work):
             for k in ks:
-                r = run(f, k, a.time_limit, work)
+                r = run(f, k, a.time_limit, work, a.workers)
                 print(f"| {label} | {k} | {_fmt(r['first_s'], '.2f')} | {_fmt(r['gap10'], '.3%')} | "
                       f"{_fmt(r['gap60'], '.3%')} | {r['rss_gb']:.2f} | {_fmt(r['evals_s'], '.1f')} | "
                       f"{_fmt(r['outside_s'], '.1f')} | {r['exit']}{' ' + r['error'] if r['error'] else ''} |",
