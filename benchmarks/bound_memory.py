@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SIZES = {"2k": 2_000, "8k": 8_000, "33k": 33_000, "100k": 100_000}
+from scale import SIZES, graphs  # noqa: E402  (the same chained graphs as the scale benchmark)
+
 JOBS = {"exact": {"kind": "exact"}, "bottleneck": {"kind": "bottleneck"},
         "guess": {"kind": "guess", "j": 1, "group": "guess"}, "lns": {"kind": "lns"}}
 
@@ -89,23 +90,6 @@ print(json.dumps({{"n": p.n, "m": p.m, "base_mb": base, "peak_mb": peak,
 """
 
 
-def graphs(sizes: list[str], out_dir: Path) -> list[tuple[str, Path]]:
-    from _pipeline_graphs import named_graph
-
-    from gapstop.problems.pipeline.generators import chained
-    from gapstop.problems.pipeline.io import save_graph
-
-    label, g = named_graph("gpt2")
-    out = []
-    for s in sizes:
-        copies = max(1, round(SIZES[s] / g.n))
-        p = chained(g, copies)
-        f = out_dir / f"{label}_x{copies}.json.gz"
-        save_graph(p, f)
-        out.append((f"{label} x{copies} ({p.n:,} nodes)", f))
-    return out
-
-
 def run_job(graph: Path, k: int, spec: dict[str, Any], seconds: float) -> dict[str, Any]:
     code = _CHILD.format(root=str(ROOT), graph=str(graph), k=k, spec=spec, seconds=seconds)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -122,12 +106,14 @@ def main() -> None:
     ap.add_argument("--jobs", default=",".join(JOBS))
     ap.add_argument("--jsonl", type=Path, default=None)
     args = ap.parse_args()
+    if unknown := [s for s in args.sizes.split(",") if s not in SIZES]:
+        sys.exit(f"error: --sizes: unknown {unknown}; known: {', '.join(SIZES)}")
     ks = [int(k) for k in args.ks.split(",")]
     jobs = [j for j in args.jobs.split(",") if j]
     print("| graph | k | job | peak above base MB | MB / (n log2 n) x 1e3 | wall s | bounds (last of each) |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, f in graphs(args.sizes.split(","), Path(tmp)):
+        for label, f in graphs(["gpt2"], args.sizes.split(","), Path(tmp)):
             for k in ks:
                 for job in jobs:
                     if job == "guess" and k > 8:

@@ -57,19 +57,14 @@ def test_stops_at_target_gap_within_two_seconds(graph: Path, tmp_path: Path) -> 
 
 @pytest.mark.cluster
 def test_two_node_cluster_runs_work_on_both_nodes(graph: Path, tmp_path: Path) -> None:
-    import os
-    import signal
-
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
-
-    def interrupt_once_both_nodes_worked(st: dict) -> None:
-        # both workers have said hello (each from its node) and a solution is in: what the test
-        # checks is there, so end the run as Ctrl-C does instead of waiting for its limit
-        if st["ub"] is not None and len(set(st["nodes"].values())) == 2:
-            os.kill(os.getpid(), signal.SIGINT)
+    # both workers have said hello (each from its node) and a solution is in: what the test checks
+    # is there, so the run ends as Ctrl-C ends it instead of waiting for its limit
+    interrupt_once_both_nodes_worked = _interrupt_once(
+        lambda st: st["ub"] is not None and len(set(st["nodes"].values())) == 2)
 
     try:
         cluster.wait_for_nodes()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gapstop.engine.protocol import RunStatus
 from gapstop.engine.records import Bound
@@ -51,6 +52,25 @@ def test_live_bound_compares_integers_exactly_above_float_precision() -> None:
     assert [b.value for b in ctx.sent] == [lo, 2**60 + 200]
 
 
+class _Session:
+    """An island's session that records the solutions sent to it and stops the run at its third poll."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.sent: list[tuple[Any, str]] = []
+
+    def report_solution(self, sol: Any, source: str) -> None:
+        self.sent.append((sol, source))
+
+    def report_evals(self, name: str, n: int) -> None:
+        pass
+
+    def poll(self) -> RunStatus:
+        self.polls += 1
+        return RunStatus(stop="done" if self.polls >= 3 else None, ub=None, lb=None, gap=None, evals=0,
+                         elapsed=0.0, time_left=1.0)
+
+
 def test_run_island_asks_a_search_to_prepare_once_after_its_first_epoch() -> None:
     from gapstop.engine.workers import run_island
 
@@ -64,18 +84,7 @@ def test_run_island_asks_a_search_to_prepare_once_after_its_first_epoch() -> Non
         def prepare(self) -> None:
             calls.append("prepare")
 
-    class Session:
-        polls = 0
-
-        def report_evals(self, name, n):  # noqa: ANN001, ANN201
-            pass
-
-        def poll(self):  # noqa: ANN201
-            self.polls += 1
-            return RunStatus(stop="done" if self.polls >= 3 else None, ub=None, lb=None, gap=None, evals=0,
-                             elapsed=0.0, time_left=1.0)
-
-    assert run_island(Search(), Session(), "search-0", lambda s: s, migrate_every=0) == 3
+    assert run_island(Search(), _Session(), "search-0", lambda s: s, migrate_every=0) == 3
     assert calls == ["step", "prepare", "step", "step"]
 
 
@@ -84,7 +93,6 @@ def test_run_island_sends_its_first_solution_from_inside_the_step_and_then_the_b
     solution; after that only the last improvement of an epoch goes out, at the epoch's end."""
     from gapstop.engine.workers import run_island
 
-    sent: list[tuple[str, str]] = []
     seen_inside: list[list[tuple[str, str]]] = []
 
     class Search:
@@ -96,21 +104,9 @@ def test_run_island_sends_its_first_solution_from_inside_the_step_and_then_the_b
                 seen_inside.append(list(sent))
             return 1
 
-    class Session:
-        polls = 0
-
-        def report_solution(self, sol, source):  # noqa: ANN001, ANN201
-            sent.append((sol, source))
-
-        def report_evals(self, name, n):  # noqa: ANN001, ANN201
-            pass
-
-        def poll(self):  # noqa: ANN201
-            self.polls += 1
-            return RunStatus(stop="done" if self.polls >= 3 else None, ub=None, lb=None, gap=None, evals=0,
-                             elapsed=0.0, time_left=1.0)
-
-    assert run_island(Search(), Session(), "search-0", lambda s: s.upper(), migrate_every=0) == 3
+    session = _Session()
+    sent = session.sent
+    assert run_island(Search(), session, "search-0", lambda s: s.upper(), migrate_every=0) == 3
     assert seen_inside[0] == [("A", "search-0")]          # out before the step goes on
     assert seen_inside[2] == [("A", "search-0")]          # the rest of the epoch waits for its end
     assert sent == [("A", "search-0"), ("C", "search-0"), ("E", "search-0")]

@@ -41,6 +41,19 @@ class _Ctx:
         pass
 
 
+class _StopOnceIn(_Ctx):
+    """Asks the job to stop at its deadline, as the driver does (the LNS runs until then), or once
+    what the test checks is in: a bound of ``method`` and a solution to compare it with."""
+
+    def __init__(self, time_limit_s: float, method: str) -> None:
+        super().__init__(time_limit_s)
+        self.method = method
+
+    def should_stop(self) -> bool:
+        done = self.solutions and any(b.method == self.method for b in self.bounds)
+        return bool(done) or self.time_left() <= 0.0
+
+
 @pytest.mark.mip
 def test_exact_job_ends_when_its_mip_proves_optimality() -> None:
     """The spectral thread next to the MIP waits out the head start; once the MIP has proved
@@ -80,16 +93,8 @@ def test_exact_job_adds_the_end_blocks_bound_where_communication_matters() -> No
     from gapstop.problems.pipeline.evaluate import evaluate
     from gapstop.problems.pipeline.generators import regal_like
 
-    class _Stopping(_Ctx):
-        """Asks the job to stop at its deadline, as the driver does (the LNS runs until then), or once
-        what the test checks is in: the end-blocks bound and a solution to compare it with."""
-
-        def should_stop(self) -> bool:
-            done = self.solutions and any(b.method == "end-blocks" for b in self.bounds)
-            return bool(done) or self.time_left() <= 0.0
-
     p = regal_like(7, n=80)   # heaviest-block alone 1.03 x spectral at k = 4 (test_heaviest_block)
-    ctx = _Stopping(15.0)
+    ctx = _StopOnceIn(15.0, "end-blocks")
     run_bound_job(p, 4, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     best = {m: max((b.value for b in ctx.bounds if b.method == m), default=-1.0)
             for m in ("spectral", "end-blocks", "heaviest-block")}
@@ -104,13 +109,8 @@ def test_exact_job_adds_the_block_cover_bound_where_communication_matters() -> N
     from gapstop.problems.pipeline.evaluate import evaluate
     from gapstop.problems.pipeline.generators import regal_like
 
-    class _Stopping(_Ctx):
-        def should_stop(self) -> bool:   # at the deadline, or once a block-cover bound and a solution are in
-            done = self.solutions and any(b.method == "block-cover" for b in self.bounds)
-            return bool(done) or self.time_left() <= 0.0
-
     p = regal_like(9, n=40)
-    ctx = _Stopping(6.0)
+    ctx = _StopOnceIn(6.0, "block-cover")
     run_bound_job(p, 12, {"kind": "exact"}, ctx, seed=0, num_workers=1)
     cover = [b.value for b in ctx.bounds if b.method == "block-cover"]
     assert cover, [b.method for b in ctx.bounds]
