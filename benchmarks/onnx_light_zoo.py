@@ -16,9 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-import onnx  # noqa: E402
 
-from gapstop.problems.chip import load_chip  # noqa: E402
 from gapstop.problems.pipeline.importers.onnx_graph import import_onnx  # noqa: E402
 from tests.problems.pipeline import test_onnx_light_zoo as Z  # noqa: E402
 
@@ -27,29 +25,28 @@ NAMES = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet5
 
 
 def main() -> None:
-    a100 = load_chip("a100-sxm-80gb")
-    tmp = Path(tempfile.mkdtemp(prefix="gapstop-zoo-"))
     print("| file | ONNX nodes | folded | graph nodes | import s | total / (2 x published) |")
-    for name in NAMES:
-        path = Z.LIGHT / f"light_{name}.onnx"
-        times = []
-        for _ in range(5):
-            t = time.perf_counter()
-            doc, _ = import_onnx(path, a100)
-            times.append(time.perf_counter() - t)
-        at_size = doc
-        if name in Z.PUBLISHED:
-            pub = Z.PUBLISHED[name]
-            if doc["meta"]["input_shapes"][next(iter(doc["meta"]["input_shapes"]))][2] != pub.side:
-                at_size, _ = import_onnx(Z._at_side(tmp, name, pub.side), a100)
-            macs, tag = pub.macs, f"{pub.side}x{pub.side}"
-        else:
-            macs, tag = Z.HAND_COUNTED[name](), "hand count"
-        ratio = at_size["meta"]["total_flops"] / (2 * macs) - 1
-        print(f"| {name} ({tag}) | {len(onnx.load(str(path)).graph.node)} | {doc['meta'].get('folded_nodes')} | "
-              f"{len(doc['graph']['nodes']['names'])} | {statistics.median(times):.2f} | {100 * ratio:+.2f} % |",
-              flush=True)
-
+    with tempfile.TemporaryDirectory(prefix="gapstop-zoo-") as tmp:
+        for name in NAMES:
+            path = Z.LIGHT / f"light_{name}.onnx"
+            times = []
+            for _ in range(5):
+                t = time.perf_counter()
+                doc, _ = import_onnx(path, Z.A100)
+                times.append(time.perf_counter() - t)
+            at_size = doc
+            if name in Z.PUBLISHED:
+                pub = Z.PUBLISHED[name]
+                if doc["meta"]["input_shapes"][next(iter(doc["meta"]["input_shapes"]))][2] != pub.side:
+                    at_size = Z._import(Z._at_side(Path(tmp), name, pub.side))
+                macs, tag = pub.macs, f"{pub.side}x{pub.side}"
+            else:
+                macs, tag = Z.HAND_COUNTED[name](), "hand count"
+            ratio = at_size["meta"]["total_flops"] / (2 * macs) - 1
+            meta = doc["meta"]
+            print(f"| {name} ({tag}) | {meta['onnx_nodes']} | {meta['folded_nodes']} | "
+                  f"{len(doc['graph']['nodes']['names'])} | {statistics.median(times):.2f} | {100 * ratio:+.2f} % |",
+                  flush=True)
 
 if __name__ == "__main__":
     main()

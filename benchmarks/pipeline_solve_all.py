@@ -3,8 +3,8 @@
     python benchmarks/pipeline_solve_all.py [--ks 4,8,16] [--target-gap 0.05] [--time-limit 600] [--graphs a,b]
 
 Runs ``python launch.py pipeline solve GRAPH -k K --target-gap G --time-limit S`` (the
-default local run: the solve loop in threads of that process) for each graph in ../shared/data/pipeline and each k, each in
-its own process, and prints the objective, the bound and its method, the gap reached,
+default local run: the solve loop in threads of that process) for each graph in
+../shared/data/pipeline and each k, each in its own process, and prints the objective, the bound and its method, the gap reached,
 the time the run stopped and why (``target-gap``/``optimal`` means the target was met at
 that time; ``time-limit`` means the gap shown is what was reached).
 """
